@@ -1,0 +1,168 @@
+"""Nightly flow: measure every environment, land raw tables, rebuild the warehouse, render reports."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture
+from prefect.states import Failed, State
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from yardstick import __version__, lake, warehouse
+from yardstick.config import Environment
+from yardstick.flows.plan import FAMILIES, host_group_label, host_groups
+from yardstick.flows.targets import environments
+from yardstick.outcome import EnvOutcome, RunSummary
+from yardstick.profiles import Profile, get_profile
+from yardstick.reports.render import render_reports
+from yardstick.schemas import to_table
+from yardstick.tasks.base import utc_now
+
+# Failures that mean the server cannot be reached at all: later families are skipped.
+UNREACHABLE = ("ConnectionError", "TimeoutError", "AuthenticationError", "MissingSecret")
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and first line of text."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether an exception says the server cannot be reached (by class name, any library)."""
+    return any(cls.__name__ in UNREACHABLE for cls in type(exc).__mro__)
+
+
+@task(name="measure-environment", cache_policy=NO_CACHE)
+def measure_environment(
+    env: Environment,
+    profile: Profile,
+    run_id: str,
+    lake_dir: str,
+    host_group: str,
+    server_binary: dict[str, str] | None = None,
+) -> EnvOutcome:
+    """Run each applicable family on one environment and land its tables; never raises."""
+    logger = get_run_logger()
+    started_at, start = utc_now(), time.perf_counter()
+    steps: list[dict] = []
+    unreachable: str | None = None
+    for family in FAMILIES:
+        step_start, step_started_at = time.perf_counter(), utc_now()
+        step = {"family": family.name, "started_at": step_started_at, "window_s": 0.0}
+        skip = family.skip_reason(env)
+        if unreachable:
+            skip = f"not attempted: server unreachable ({unreachable})"
+        if skip:
+            steps.append({**step, "status": "skipped", "reason": skip,
+                          "finished_at": step_started_at, "duration_s": 0.0})
+            continue
+        try:
+            measured = family.run(env, profile, server_binary)
+            for table, data in measured.tables.items():
+                lake.write(lake_dir, table, env.name, run_id, data)
+            step.update(status="ok", reason=None, window_s=measured.window_s)
+        except Exception as exc:  # one family failing must not stop the others
+            reason = _one_line(exc)
+            logger.warning("%s: %s failed: %s", env.name, family.name, reason)
+            step.update(status="failed", reason=reason)
+            if _unreachable(exc):
+                unreachable = reason
+        step.update(finished_at=utc_now(), duration_s=time.perf_counter() - step_start)
+        steps.append(step)
+    return _record_run(env, profile, run_id, lake_dir, host_group, started_at, start, steps)
+
+
+def _record_run(
+    env: Environment, profile: Profile, run_id: str, lake_dir: str, host_group: str,
+    started_at, start: float, steps: list[dict],
+) -> EnvOutcome:
+    """Land the steps and the run row for one environment, and return its outcome."""
+    failed = [s for s in steps if s["status"] == "failed"]
+    ok = [s for s in steps if s["status"] == "ok"]
+    status = "ok" if not failed else ("partial" if ok else "failed")
+    error = "; ".join(f"{s['family']}: {s['reason']}" for s in failed)
+    duration_s = time.perf_counter() - start
+    lake.write(lake_dir, "steps", env.name, run_id, to_table("steps", steps))
+    run_row = {
+        "profile": profile.name, "started_at": started_at, "finished_at": utc_now(),
+        "duration_s": duration_s, "status": status, "error": error or None, "mode": env.mode,
+        "transport": env.transport_label, "url": env.url_redacted, "host_group": host_group,
+        "same_server_as": env.same_server_as, "prober_on_host": env.on_server_host,
+        "tool_version": __version__,
+    }
+    lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run_row]))
+    return EnvOutcome(
+        env=env.name, mode=env.mode, status=status, duration_s=duration_s,
+        window_s=sum(s["window_s"] for s in steps), error=error or None,
+    )
+
+
+@task(name="build-warehouse", cache_policy=NO_CACHE)
+def build_warehouse(lake_dir: str, warehouse_path: str) -> str:
+    """Rebuild the DuckDB warehouse from the lake alone."""
+    return str(warehouse.build(lake_dir, warehouse_path))
+
+
+@task(name="render-reports", cache_policy=NO_CACHE)
+def render(warehouse_path: str, out_dir: str, run_id: str) -> dict[str, str]:
+    """Render one markdown report per environment of this run, plus the index."""
+    return {env: str(path) for env, path in render_reports(warehouse_path, out_dir, run_id).items()}
+
+
+def _artifact_key(env: str) -> str:
+    """Prefect artifact keys allow lowercase letters, digits and dashes only."""
+    return "yardstick-" + re.sub(r"[^a-z0-9-]+", "-", env.lower()).strip("-")
+
+
+@flow(name="yardstick-nightly", task_runner=ThreadPoolTaskRunner(max_workers=8), log_prints=True)
+def nightly(
+    config_path: str | None = None,
+    env_names: list[str] | None = None,
+    profile: str = "nightly",
+    lake_dir: str = "lake",
+    warehouse_path: str = "warehouse.duckdb",
+    out_dir: str = "reports-out",
+) -> RunSummary | State:
+    """Measure, land, build and render; the run fails (after reporting) if any environment did."""
+    wall_start = time.perf_counter()
+    chosen = get_profile(profile)
+    run_id = lake.new_run_id()
+    with environments(config_path, env_names) as (envs, server_binary):
+        futures: list[PrefectFuture] = []
+        for group in host_groups(envs):
+            # Environments on one host run one after another: a measurement perturbs the next.
+            previous: PrefectFuture | None = None
+            for env in group:
+                previous = measure_environment.submit(
+                    env, chosen, run_id, lake_dir, host_group_label(group), server_binary,
+                    wait_for=[previous] if previous else None,
+                )
+                futures.append(previous)
+        outcomes = [future.result() for future in futures]
+    build_warehouse(lake_dir, warehouse_path)
+    reports = render(warehouse_path, out_dir, run_id)
+    for outcome in outcomes:
+        outcome.report = reports.get(outcome.env)
+        if outcome.report:
+            create_markdown_artifact(
+                markdown=Path(outcome.report).read_text(), key=_artifact_key(outcome.env),
+                description=f"redis-yardstick report for {outcome.env} ({run_id})",
+            )
+    summary = RunSummary(
+        run_id=run_id, profile=chosen.name, lake_dir=lake_dir, warehouse_path=warehouse_path,
+        out_dir=out_dir, wall_s=time.perf_counter() - wall_start, outcomes=outcomes,
+    )
+    if summary.failed:
+        names = ", ".join(f"{o.env} ({o.status})" for o in summary.failed)
+        return Failed(message=f"environments not fully measured: {names}", data=summary)
+    return summary
+
+
+if __name__ == "__main__":
+    nightly()

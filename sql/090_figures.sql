@@ -1,0 +1,49 @@
+/* Figures: one row per run, environment and figure, with its nature and, when it was
+   repeated (windows, repetitions), n/min/median/max and the spread stdev ÷ median. */
+create or replace table figures as
+with run_level as (
+    select * from measures where window_idx is null
+),
+
+repeats as (
+    select
+        run_id, env, figure,
+        count(value) as n,
+        min(value) as min_value,
+        median(value) as median_value,
+        max(value) as max_value,
+        stddev_samp(value) / nullif(abs(median(value)), 0) as spread,
+    from measures
+    where window_idx is not null and value is not null
+    group by run_id, env, figure
+),
+
+joined as (
+    select
+        r.run_id,
+        r.env,
+        runs.started_at,
+        c.family,
+        c.position,
+        r.figure,
+        r.value,
+        c.unit,
+        c.nature,
+        c.not_transferable_because,
+        c.better,
+        c.description,
+        coalesce(p.n, 1) as n,
+        coalesce(p.min_value, r.value) as min_value,
+        coalesce(p.median_value, r.value) as median_value,
+        coalesce(p.max_value, r.value) as max_value,
+        p.spread,
+        r.samples,
+    from run_level as r
+    join figure_catalog as c on c.figure = r.figure
+    left join repeats as p on p.run_id = r.run_id and p.env = r.env and p.figure = r.figure
+    left join stg_runs as runs on runs.run_id = r.run_id and runs.env = r.env
+    where r.value is not null
+)
+
+select * from joined
+order by env, started_at, run_id, position, figure;

@@ -1,0 +1,1 @@
+"""Measurement tasks: one module per family; each returns Arrow tables and knows no paths."""

@@ -1,0 +1,96 @@
+"""Fingerprint: the environment before the numbers (server INFO, config, prober host, transport)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from pathlib import Path
+
+import redis
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+import yardstick
+from yardstick.config import Environment
+from yardstick.connect import open_client
+from yardstick.info import parse_info
+from yardstick.schemas import to_table
+from yardstick.tasks.base import Measured
+
+INFO_SECTIONS = ("server", "memory", "persistence", "clients", "keyspace")
+# The settings the seed reads before trusting any number.
+CONFIG_KEYS = (
+    "slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold",
+    "maxmemory", "maxmemory-policy", "save", "appendonly", "appendfsync",
+    "io-threads", "hz",
+)
+
+
+def _cpu_model() -> str:
+    """CPU model name from /proc/cpuinfo (Linux), else what platform reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def prober_facts() -> dict[str, str]:
+    """Facts about the machine the prober runs on."""
+    load_1m, load_5m, load_15m = os.getloadavg()
+    return {
+        "hostname": socket.gethostname(),
+        "os": f"{platform.system()} {platform.release()} {platform.machine()}",
+        "cores": str(os.cpu_count() or 0),
+        "cpu_model": _cpu_model(),
+        "load_1m": f"{load_1m:.2f}",
+        "load_5m": f"{load_5m:.2f}",
+        "load_15m": f"{load_15m:.2f}",
+        "python": platform.python_version(),
+        "redis_py": redis.__version__,
+        "tool_version": yardstick.__version__,
+    }
+
+
+def _config_values(client: redis.Redis) -> dict[str, str]:
+    """CONFIG GET of each seed setting, one key at a time (multi-key needs 7.0)."""
+    values: dict[str, str] = {}
+    for key in CONFIG_KEYS:
+        try:
+            values.update({k: str(v) for k, v in client.config_get(key).items()})
+        except redis.exceptions.ResponseError as exc:
+            # Managed services often rename or forbid CONFIG: say so instead of failing.
+            values[key] = f"unavailable: {exc}"
+    return values
+
+
+@task(name="fingerprint", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
+def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -> Measured:
+    """Record INFO sections, CONFIG GET values, prober host facts and transport."""
+    rows: list[dict] = []
+
+    def add(section: str, values: dict[str, str]) -> None:
+        rows.extend({"section": section, "key": k, "value": str(v)} for k, v in values.items())
+
+    client = open_client(env, "fingerprint")
+    try:
+        for section in INFO_SECTIONS:
+            for name, values in parse_info(client.info(section)).items():
+                add(name or section, values)
+        add("config", _config_values(client))
+    finally:
+        client.close()
+    add("probe", {
+        "mode": env.mode,
+        "transport": env.transport_label,
+        "prober_on_host": str(env.on_server_host).lower(),
+        "url": env.url_redacted,
+        "same_server_as": env.same_server_as or "",
+    })
+    add("prober", prober_facts())
+    if server_binary:
+        add("embedded", server_binary)
+    return Measured(tables={"fingerprint": to_table("fingerprint", rows)})

@@ -1,0 +1,90 @@
+"""`prefect deploy --all` from the repository's prefect.yaml creates the nightly deployment.
+
+Runs the real Prefect CLI from this venv against a throwaway PREFECT_HOME. No
+server is started: with PREFECT_API_URL unset and ephemeral mode on, every CLI
+call starts a temporary server on the SQLite database under PREFECT_HOME, so
+state carries over from one call to the next. Takes about 30 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PREFECT = Path(sys.executable).parent / "prefect"
+
+FLOW_NAME = "yardstick-nightly"
+DEPLOYMENT = f"{FLOW_NAME}/nightly"
+SET_WORKDIR_STEP = "prefect.deployments.steps.set_working_directory"
+
+
+def _prefect_env(home: Path) -> dict[str, str]:
+    # Drop every inherited PREFECT_* variable (PREFECT_API_URL, PREFECT_PROFILE, ...)
+    # so the developer's own Prefect setup cannot leak into the test.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_CLI_PROMPT="false",
+        # Ephemeral mode is on in Prefect's default profile; pin it anyway.
+        PREFECT_SERVER_EPHEMERAL_ENABLED="true",
+        # The first call runs the database migrations; leave room on slow machines.
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="90",
+        # Client-side telemetry off.
+        DO_NOT_TRACK="1",
+        # prefect.yaml's pull step uses {{ $PWD }}, which `prefect deploy` reads from
+        # the environment. subprocess(cwd=...) does not update PWD, so set it.
+        PWD=str(REPO),
+    )
+    return env
+
+
+def _prefect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(PREFECT), "--no-prompt", *args],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, (
+        f"`prefect {' '.join(args)}` exited with {result.returncode}\n"
+        f"--- stdout ---\n{result.stdout}\n--- stderr ---\n{result.stderr}"
+    )
+    return result
+
+
+def test_prefect_deploy_all_creates_nightly_deployment(tmp_path: Path) -> None:
+    assert PREFECT.exists(), f"prefect CLI not found next to {sys.executable}"
+    assert (REPO / "prefect.yaml").is_file()
+    assert (REPO / "flows" / "nightly.py").is_file(), "flows/nightly.py is missing"
+
+    env = _prefect_env(tmp_path / "prefect-home")
+
+    # `prefect deploy` refuses (exit 1) when the work pool does not exist yet.
+    _prefect(env, "work-pool", "create", "yardstick", "--type", "process", "--overwrite")
+    deploy = _prefect(env, "deploy", "--all")
+    assert DEPLOYMENT in deploy.stdout
+
+    inspect = _prefect(env, "deployment", "inspect", DEPLOYMENT, "--output", "json")
+    deployment = json.loads(inspect.stdout)
+
+    assert deployment["name"] == "nightly"
+    assert deployment["entrypoint"] == "flows/nightly.py:nightly"
+    assert deployment["work_pool_name"] == "yardstick"
+    assert deployment["parameters"] == {"config_path": "environments.yaml", "profile": "nightly"}
+    assert {"config_path", "profile"} <= set(deployment["parameter_openapi_schema"]["properties"])
+
+    schedules = [s["schedule"] for s in deployment["schedules"] if s["active"]]
+    assert len(schedules) == 1, deployment["schedules"]
+    assert schedules[0]["cron"] == "0 2 * * *"
+    assert schedules[0]["timezone"] == "UTC"
+
+    # The worker must run the code in place, in this repository.
+    assert deployment["pull_steps"] == [{SET_WORKDIR_STEP: {"directory": str(REPO)}}]

@@ -1,0 +1,209 @@
+"""The environments file: which Redis servers to measure, validated before anything runs."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Mode = Literal["scratch", "read-only"]
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+class ConfigError(Exception):
+    """A configuration problem, worded as one line naming file, environment and field."""
+
+
+class Environment(BaseModel):
+    """One Redis server to measure, and what the tool may do to it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Used in lake paths (env=<name>) and file names, hence the narrow alphabet.
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+    url: str
+    mode: Mode
+    password_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    transport: str | None = None
+    same_server_as: str | None = None
+    # None means "decide from the URL": a loopback host puts the prober on the server host.
+    prober_on_host: bool | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("redis", "rediss"):
+            raise ValueError("must start with redis:// or rediss://")
+        if not parts.hostname:
+            raise ValueError("has no host")
+        try:
+            parts.port
+        except ValueError:
+            raise ValueError("has an invalid port") from None
+        if parts.password:
+            # Secrets never sit in the config file, so they can never be copied from it.
+            raise ValueError("holds a password: put it in an environment variable named by password_env")
+        db = parts.path.lstrip("/")
+        if db and not db.isdigit():
+            raise ValueError(f"database {db!r} is not a number")
+        return url
+
+    @property
+    def host(self) -> str:
+        """Host name or address of the server, as written in the URL."""
+        return urlsplit(self.url).hostname or ""
+
+    @property
+    def port(self) -> int:
+        """TCP port of the server."""
+        return urlsplit(self.url).port or 6379
+
+    @property
+    def db(self) -> int:
+        """Database number from the URL path (0 when absent)."""
+        db = urlsplit(self.url).path.lstrip("/")
+        return int(db) if db else 0
+
+    @property
+    def tls(self) -> bool:
+        """Whether the connection uses TLS (rediss://)."""
+        return urlsplit(self.url).scheme == "rediss"
+
+    @property
+    def is_loopback(self) -> bool:
+        """Whether the URL points at this machine."""
+        host = self.host.lower()
+        if host in LOOPBACK_NAMES:
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    @property
+    def transport_label(self) -> str:
+        """Declared transport, or 'tls'/'direct' read from the URL."""
+        return self.transport or ("tls" if self.tls else "direct")
+
+    @property
+    def on_server_host(self) -> bool:
+        """Whether the prober runs on the server's host (host-local measurements allowed)."""
+        if self.prober_on_host is not None:
+            return self.prober_on_host
+        return self.is_loopback and self.transport_label == "direct"
+
+    @property
+    def url_redacted(self) -> str:
+        """The URL without any credentials: safe for Parquet, reports and logs."""
+        parts = urlsplit(self.url)
+        user = f"{parts.username}@" if parts.username else ""
+        host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+        return f"{parts.scheme}://{user}{host}:{self.port}/{self.db}"
+
+
+class ConfigFile(BaseModel):
+    """The whole environments file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    environments: list[Environment] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_references(self) -> ConfigFile:
+        seen: set[str] = set()
+        for index, env in enumerate(self.environments):
+            if env.name in seen:
+                raise _EnvFieldError(index, "name", f"duplicate name {env.name!r}")
+            seen.add(env.name)
+        for index, env in enumerate(self.environments):
+            if env.same_server_as is None:
+                continue
+            if env.same_server_as == env.name:
+                raise _EnvFieldError(index, "same_server_as", "names the environment itself")
+            if env.same_server_as not in seen:
+                raise _EnvFieldError(
+                    index, "same_server_as", f"names no environment ({env.same_server_as!r})"
+                )
+        return self
+
+
+class _EnvFieldError(ValueError):
+    """A cross-field problem located at one environment's field."""
+
+    def __init__(self, index: int, field: str, message: str) -> None:
+        super().__init__(message)
+        self.index, self.field, self.message = index, field, message
+
+
+def load_config(path: str | Path) -> ConfigFile:
+    """Read and validate an environments file, or raise ConfigError with one line."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping with an 'environments' list")
+    try:
+        return ConfigFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(path, raw, exc)) from None
+
+
+def _env_label(raw: dict[str, Any], index: int) -> str:
+    """Name an environment by its `name` when it has one, else by its position."""
+    envs = raw.get("environments")
+    if isinstance(envs, list) and index < len(envs) and isinstance(envs[index], dict):
+        name = envs[index].get("name")
+        if isinstance(name, str) and name:
+            return f"environment {name!r}"
+    return f"environment #{index + 1}"
+
+
+def _describe(path: Path, raw: dict[str, Any], exc: ValidationError) -> str:
+    """Turn pydantic's report into one line: file, environment, field, problem."""
+    errors = exc.errors()
+    first = errors[0]
+    loc = list(first["loc"])
+    ctx_error = (first.get("ctx") or {}).get("error")
+    if isinstance(ctx_error, _EnvFieldError):
+        where = f"{_env_label(raw, ctx_error.index)}, field {ctx_error.field!r}"
+        message = ctx_error.message
+    else:
+        message = _wording(first)
+        if len(loc) >= 2 and loc[0] == "environments" and isinstance(loc[1], int):
+            field = ".".join(str(p) for p in loc[2:]) or "(the entry)"
+            where = f"{_env_label(raw, loc[1])}, field {field!r}"
+        else:
+            where = f"field {'.'.join(str(p) for p in loc) or '(top level)'!r}"
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(
+        errors
+    ) > 1 else ""
+    return f"{path}: {where}: {message}{more}"
+
+
+def _wording(error: dict[str, Any]) -> str:
+    """Plain wording for the pydantic error kinds users meet most."""
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "literal_error":
+        return f"must be one of {error['ctx']['expected']} (got {error['input']!r})"
+    if kind == "string_pattern_mismatch":
+        return f"{error['input']!r} has characters not allowed here"
+    message = str(error["msg"])
+    return message.removeprefix("Value error, ")

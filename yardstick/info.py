@@ -1,0 +1,65 @@
+"""Parsers for Redis INFO text: sections of key:value lines, and commandstats counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CommandStat:
+    """One `cmdstat_<command>` line: cumulative counters since the last reset or restart."""
+
+    command: str
+    calls: int
+    usec: int
+    rejected_calls: int
+    failed_calls: int
+
+
+def parse_info(text: str) -> dict[str, dict[str, str]]:
+    """Split INFO output into {section: {key: raw value}}, sections lower-cased."""
+    sections: dict[str, dict[str, str]] = {}
+    current = sections.setdefault("", {})
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            current = sections.setdefault(line.lstrip("# ").strip().lower(), {})
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            current[key] = value
+    if not sections[""]:
+        del sections[""]
+    return sections
+
+
+def parse_fields(value: str) -> dict[str, str]:
+    """Split `a=1,b=2` (commandstats, latencystats, keyspace values) into a dict."""
+    fields: dict[str, str] = {}
+    for part in value.split(","):
+        key, sep, val = part.partition("=")
+        if sep:
+            fields[key] = val
+    return fields
+
+
+def parse_commandstats(text: str) -> list[CommandStat]:
+    """Read INFO commandstats; subcommands keep Redis's `config|get` spelling."""
+    stats = []
+    for key, value in parse_info(text).get("commandstats", {}).items():
+        if not key.startswith("cmdstat_"):
+            continue
+        fields = parse_fields(value)
+        stats.append(
+            CommandStat(
+                command=key.removeprefix("cmdstat_"),
+                calls=int(fields.get("calls", 0)),
+                usec=int(fields.get("usec", 0)),
+                # Absent before Redis 6.2.
+                rejected_calls=int(fields.get("rejected_calls", 0)),
+                failed_calls=int(fields.get("failed_calls", 0)),
+            )
+        )
+    return stats

@@ -1,0 +1,34 @@
+"""What a run reports back to its caller: one outcome per environment."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+
+class EnvOutcome(BaseModel):
+    """How one environment's measurement ended."""
+
+    env: str
+    mode: str
+    status: str  # ok | partial | failed
+    duration_s: float
+    window_s: float
+    error: str | None = None
+    report: str | None = None
+
+
+class RunSummary(BaseModel):
+    """The whole run: id, where things landed, and each environment's outcome."""
+
+    run_id: str
+    profile: str
+    lake_dir: str
+    warehouse_path: str
+    out_dir: str
+    wall_s: float
+    outcomes: list[EnvOutcome]
+
+    @property
+    def failed(self) -> list[EnvOutcome]:
+        """Environments that did not complete every family they should have."""
+        return [o for o in self.outcomes if o.status != "ok"]
