@@ -66,6 +66,15 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def section_templates(jinja: Jinja) -> dict[str, str]:
+    """family -> template name, for every `sections/<family>.md.j2` that exists."""
+    return {
+        name.removeprefix("sections/").removesuffix(".md.j2"): name
+        for name in jinja.list_templates()
+        if name.startswith("sections/") and name.endswith(".md.j2")
+    }
+
+
 def _latest_runs(con: duckdb.DuckDBPyConnection, run_id: str | None) -> list[dict]:
     """The run rows to report: those of `run_id`, or each environment's latest."""
     if run_id:
@@ -96,6 +105,27 @@ def environment_context(con: duckdb.DuckDBPyConnection, run: dict) -> dict:
         "steps": steps,
         "families": families,
         "by_name": {f["figure"]: f for f in figures},
+        "tables": _report_tables(con, key),
+    }
+
+
+def _report_tables(con: duckdb.DuckDBPyConnection, key: list[str]) -> dict[str, list[dict]]:
+    """Rows of every `report_<name>` view for this run and environment, keyed by <name>.
+
+    A family whose section needs more than figures (a matrix, a list of entries) adds a
+    `report_*` view with run_id and env columns in its SQL model; templates read it here."""
+    names = [
+        r[0]
+        for r in con.execute(
+            "select view_name from duckdb_views() where view_name like 'report\\_%' escape '\\'"
+            " order by view_name"
+        ).fetchall()
+    ]
+    return {
+        name.removeprefix("report_"): _rows(
+            con, f"select * from {name} where run_id = ? and env = ?", key
+        )
+        for name in names
     }
 
 
@@ -113,9 +143,10 @@ def render_reports(
         con.close()
     written: dict[str, Path] = {}
     template = jinja.get_template("environment.md.j2")
+    sections = section_templates(jinja)
     for context in contexts:
         path = out / f"{context['run']['env']}.md"
-        _write(path, template.render(**context))
+        _write(path, template.render(**context, sections=sections))
         written[context["run"]["env"]] = path
     _write(out / "index.md", jinja.get_template("index.md.j2").render(environments=contexts))
     return written

@@ -1,0 +1,41 @@
+"""The whole nightly flow on one real scratch server: lake, warehouse, report."""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow.parquet as pq
+from conftest import run_nightly, write_config
+
+
+def test_flow_on_scratch_server(prefect_server, redis_server, tmp_path):
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [{"name": "scratch-a", "url": redis_server.url, "mode": "scratch"}],
+    )
+    state, summary = run_nightly(tmp_path, config_path=str(config))
+    assert state.is_completed(), state.message
+    assert [o.status for o in summary.outcomes] == ["ok"]
+
+    files = sorted((tmp_path / "lake").glob("*/env=scratch-a/date=*/*.parquet"))
+    tables = {f.parts[-4] for f in files}
+    assert {"runs", "steps", "fingerprint", "ping_windows", "ping_histogram", "commandstats"} <= tables
+    for f in files:
+        assert pq.read_table(f).num_rows > 0
+
+    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
+    natures = {
+        r[0]
+        for r in con.execute(
+            "select nature from figures where run_id = ? and env = 'scratch-a'", [summary.run_id]
+        ).fetchall()
+    }
+    assert natures == {"absolute", "ratio"}
+    ratio = con.execute(
+        "select value from figures where figure = 'client_over_server_ping'"
+    ).fetchone()[0]
+    assert ratio > 1  # the client always waits longer than Redis executes
+
+    report = (tmp_path / "out" / "scratch-a.md").read_text()
+    assert "The environment, before the numbers" in report
+    assert "absolute (this machine only)" in report and "ratio (transfers)" in report
+    assert "scratch-a.md" in (tmp_path / "out" / "index.md").read_text()
