@@ -46,13 +46,15 @@ def measure_environment(
     lake_dir: str,
     host_group: str,
     server_binary: dict[str, str] | None = None,
+    families: list[str] | None = None,
 ) -> EnvOutcome:
-    """Run each applicable family on one environment and land its tables; never raises."""
+    """Run each applicable family (all, or those named) on one environment and land its
+    tables; never raises."""
     logger = get_run_logger()
     started_at, start = utc_now(), time.perf_counter()
     steps: list[dict] = []
     unreachable: str | None = None
-    for family in FAMILIES:
+    for family in [f for f in FAMILIES if families is None or f.name in families]:
         step_start, step_started_at = time.perf_counter(), utc_now()
         step = {"family": family.name, "started_at": step_started_at, "window_s": 0.0}
         skip = family.skip_reason(env)
