@@ -16,7 +16,11 @@ create or replace table measures (
     run_id varchar,
     env varchar,
     figure varchar,
+    subject varchar default '',     /* what the figure is about within the run: a benchmark
+                                       cell, a command, a key prefix; '' for the whole env */
     window_idx int,                 /* null: the run-level value */
     value double,
     samples bigint,                 /* raw samples behind the value, when known */
 );
+/* Families insert by name (`insert into measures by name select ...`), so a family that
+   has no subject simply leaves the column out. */

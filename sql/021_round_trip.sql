@@ -24,7 +24,7 @@ insert into figure_catalog values
     ('client_time_not_redis_share', 'round_trip', 31, 'share', 'ratio', null, 'lower',
      'share of the client round trip spent outside Redis (network, scheduler, client)');
 
-insert into measures
+insert into measures by name
 with hist as (
     /* Each window's histogram, plus the run's pooled histogram (window_idx null). */
     select run_id, env, window_idx, bucket, low_us, high_us, count
@@ -120,6 +120,10 @@ select run_id, env, figure, window_idx, value, samples from client
 union all
 select run_id, env, figure, window_idx, value, samples from server
 union all
-select run_id, env, 'client_over_server_ping', window_idx, client_over_server, samples from ratios
+select run_id, env, 'client_over_server_ping' as figure, window_idx,
+       client_over_server as value, samples
+from ratios
 union all
-select run_id, env, 'client_time_not_redis_share', window_idx, not_redis_share, samples from ratios;
+select run_id, env, 'client_time_not_redis_share' as figure, window_idx,
+       not_redis_share as value, samples
+from ratios;

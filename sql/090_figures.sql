@@ -1,4 +1,4 @@
-/* Figures: one row per run, environment and figure, with its nature and, when it was
+/* Figures: one row per run, environment, figure and subject, with its nature and, when it was
    repeated (windows, repetitions), n/min/median/max and the spread stdev ÷ median. */
 create or replace table figures as
 with run_level as (
@@ -7,7 +7,7 @@ with run_level as (
 
 repeats as (
     select
-        run_id, env, figure,
+        run_id, env, figure, subject,
         count(value) as n,
         min(value) as min_value,
         median(value) as median_value,
@@ -15,7 +15,7 @@ repeats as (
         stddev_samp(value) / nullif(abs(median(value)), 0) as spread,
     from measures
     where window_idx is not null and value is not null
-    group by run_id, env, figure
+    group by run_id, env, figure, subject
 ),
 
 joined as (
@@ -26,6 +26,7 @@ joined as (
         c.family,
         c.position,
         r.figure,
+        r.subject,
         r.value,
         c.unit,
         c.nature,
@@ -40,10 +41,12 @@ joined as (
         r.samples,
     from run_level as r
     join figure_catalog as c on c.figure = r.figure
-    left join repeats as p on p.run_id = r.run_id and p.env = r.env and p.figure = r.figure
+    left join repeats as p
+        on p.run_id = r.run_id and p.env = r.env and p.figure = r.figure
+        and p.subject = r.subject
     left join stg_runs as runs on runs.run_id = r.run_id and runs.env = r.env
     where r.value is not null
 )
 
 select * from joined
-order by env, started_at, run_id, position, figure;
+order by env, started_at, run_id, position, figure, subject;

@@ -4,6 +4,7 @@ create or replace view figure_history as
 select
     f.env,
     f.figure,
+    f.subject,
     f.started_at,
     f.run_id,
     f.value,
@@ -25,5 +26,5 @@ select
     ) and lag(f.run_id) over w is not null as environment_changed,
 from figures as f
 left join env_facts as e on e.run_id = f.run_id and e.env = f.env
-window w as (partition by f.env, f.figure order by f.started_at, f.run_id)
-order by f.env, f.figure, f.started_at;
+window w as (partition by f.env, f.figure, f.subject order by f.started_at, f.run_id)
+order by f.env, f.figure, f.subject, f.started_at;
