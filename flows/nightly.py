@@ -1,4 +1,4 @@
-"""Nightly flow: measure every environment, land raw tables, rebuild the warehouse, render reports."""
+"""Nightly flow: measure every environment, land raw tables, rebuild the warehouse, render."""
 
 from __future__ import annotations
 
@@ -12,16 +12,17 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.utilities.annotations import quote
 
 from yardstick import __version__, lake, warehouse
 from yardstick.config import Environment
-from yardstick.flows.plan import FAMILIES, host_group_label, host_groups
+from yardstick.flows.plan import RunContext, families_for, host_group_label, host_groups
 from yardstick.flows.targets import environments
 from yardstick.outcome import EnvOutcome, RunSummary
 from yardstick.profiles import Profile, get_profile
 from yardstick.reports.render import render_reports
 from yardstick.schemas import to_table
-from yardstick.tasks.base import utc_now
+from yardstick.tasks.base import Skipped, utc_now
 
 # Failures that mean the server cannot be reached at all: later families are skipped.
 UNREACHABLE = ("ConnectionError", "TimeoutError", "AuthenticationError", "MissingSecret")
@@ -47,6 +48,7 @@ def measure_environment(
     host_group: str,
     server_binary: dict[str, str] | None = None,
     families: list[str] | None = None,
+    peers: dict[str, Environment] | None = None,
 ) -> EnvOutcome:
     """Run each applicable family (all, or those named) on one environment and land its
     tables; never raises."""
@@ -54,7 +56,8 @@ def measure_environment(
     started_at, start = utc_now(), time.perf_counter()
     steps: list[dict] = []
     unreachable: str | None = None
-    for family in [f for f in FAMILIES if families is None or f.name in families]:
+    context = RunContext(server_binary=server_binary, peers=peers or {})
+    for family in families_for(env, families):
         step_start, step_started_at = time.perf_counter(), utc_now()
         step = {"family": family.name, "started_at": step_started_at, "window_s": 0.0}
         skip = family.skip_reason(env)
@@ -65,10 +68,14 @@ def measure_environment(
                           "finished_at": step_started_at, "duration_s": 0.0})
             continue
         try:
-            measured = family.run(env, profile, server_binary)
+            measured = family.run(env, profile, context)
             for table, data in measured.tables.items():
                 lake.write(lake_dir, table, env.name, run_id, data)
-            step.update(status="ok", reason=None, window_s=measured.window_s)
+            status = "failed" if measured.problems else "ok"
+            reason = "; ".join(measured.problems) or None
+            step.update(status=status, reason=reason, window_s=measured.window_s)
+        except Skipped as exc:
+            step.update(status="skipped", reason=str(exc))
         except Exception as exc:  # one family failing must not stop the others
             reason = _one_line(exc)
             logger.warning("%s: %s failed: %s", env.name, family.name, reason)
@@ -142,7 +149,10 @@ def nightly(
             previous: PrefectFuture | None = None
             for env in group:
                 previous = measure_environment.submit(
-                    env, chosen, run_id, lake_dir, host_group_label(group), server_binary,
+                    # quote(): Prefect need not walk the profile looking for futures (a
+                    # model field named `keys` would make it mistake the model for a dict).
+                    env, quote(chosen), run_id, lake_dir, host_group_label(group), server_binary,
+                    peers={e.name: e for e in envs},
                     wait_for=[previous] if previous else None,
                 )
                 futures.append(previous)

@@ -3,13 +3,36 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from yardstick.config import Environment
+from yardstick.config import ConfigError, Environment
 from yardstick.profiles import Profile
-from yardstick.tasks.base import Measured
+from yardstick.tools import find_tool
+from yardstick.tasks.agreement import agreement
+from yardstick.tasks.base import Measured, Skipped
+from yardstick.tasks.contention import contention
+from yardstick.tasks.counters import snapshot_counters
 from yardstick.tasks.fingerprint import fingerprint
+from yardstick.tasks.intrinsic import intrinsic
+from yardstick.tasks.keyspace import keyspace
+from yardstick.tasks.latency_monitor import collect_latency
+from yardstick.tasks.memory import memory_by_difference
+from yardstick.tasks.memtier import memtier
 from yardstick.tasks.roundtrip import round_trip
+from yardstick.tasks.slow_commands import slow_commands
+from yardstick.tasks.slowlog import collect_slowlog
+from yardstick.tasks.throughput import throughput
+from yardstick.tasks.transport import transport
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a family may need beyond its own environment."""
+
+    # Facts about the embedded server binary, when the tool started the server itself.
+    server_binary: dict[str, str] | None = None
+    # Every environment of the run by name, for families that pair two of them.
+    peers: dict[str, Environment] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -17,9 +40,13 @@ class Family:
     """A measurement family: how to call its task, and where it may not run."""
 
     name: str
-    run: Callable[[Environment, Profile, dict[str, str] | None], Measured]
+    run: Callable[[Environment, Profile, RunContext], Measured]
     scratch_only: bool = False
     needs_server_host: bool = False
+    # A C tool the family wraps; without it the family is skipped, not failed.
+    tool: str | None = None
+    # Extra condition: returns why the family does not apply, or None.
+    applies: Callable[[Environment], str | None] | None = None
 
     def skip_reason(self, env: Environment) -> str | None:
         """Why this family does not run on `env`, or None when it does."""
@@ -27,15 +54,107 @@ class Family:
             return "scratch environments only (this one is read-only)"
         if self.needs_server_host and not env.on_server_host:
             return "measures the machine it runs on: the prober is not on the server host"
+        if self.tool and find_tool(self.tool) is None:
+            return f"skipped: {self.tool} not installed"
+        if self.applies is not None:
+            return self.applies(env)
         return None
 
 
-# In order: the fingerprint first, so every figure has the environment that produced it.
+def _paired(env: Environment) -> str | None:
+    """Transport overhead needs a same_server_as partner."""
+    return None if env.same_server_as else "no same_server_as partner declared"
+
+
+# In order: the fingerprint first, so every figure has the environment that produced it;
+# then the machine itself (intrinsic), then the round trip.
 FAMILIES: list[Family] = [
-    Family("fingerprint", lambda env, profile, server: fingerprint(env, server)),
-    Family("round_trip", lambda env, profile, server: round_trip(env, profile.round_trip)),
+    Family("fingerprint", lambda env, profile, ctx: fingerprint(env, ctx.server_binary)),
+    Family(
+        "intrinsic", lambda env, profile, ctx: intrinsic(profile.intrinsic),
+        needs_server_host=True, tool="redis-cli",
+    ),
+    Family("round_trip", lambda env, profile, ctx: round_trip(env, profile.round_trip)),
 ]
 
+# Slow commands and stalls. Collection first: it reads the application's SLOWLOG entries
+# before the scratch experiments fill the queue with the tool's own.
+FAMILIES += [
+    Family("slowlog", lambda env, profile, ctx: collect_slowlog(env, profile.slowlog)),
+    Family("latency_monitor", lambda env, profile, ctx: collect_latency(env)),
+    Family("counters", lambda env, profile, ctx: snapshot_counters(env)),
+    Family(
+        "contention", lambda env, profile, ctx: contention(env, profile.contention),
+        scratch_only=True,
+    ),
+    Family(
+        "slow_commands", lambda env, profile, ctx: slow_commands(env, profile.slow_commands),
+        scratch_only=True,
+    ),
+    Family(
+        "agreement", lambda env, profile, ctx: agreement(env, profile.agreement),
+        scratch_only=True,
+    ),
+]
+
+
+# Load generators last: they fill the server with the tool's own traffic.
+FAMILIES += [
+    Family(
+        "throughput", lambda env, profile, ctx: throughput(env, profile.throughput),
+        scratch_only=True, tool="redis-benchmark",
+    ),
+    Family(
+        "memtier", lambda env, profile, ctx: memtier(env, profile.memtier),
+        scratch_only=True, tool="memtier_benchmark",
+    ),
+    Family("transport", lambda env, profile, ctx: _transport(env, profile, ctx), applies=_paired),
+]
+
+
+def _transport(env: Environment, profile: Profile, ctx: RunContext) -> Measured:
+    """Pair `env` with the environment it shares a server with, if that one is in the run."""
+    direct = ctx.peers.get(env.same_server_as or "")
+    if direct is None:
+        raise Skipped(f"partner {env.same_server_as!r} is not part of this run")
+    return transport(
+        env, direct, profile.transport, profile.throughput, profile.round_trip.interval_ms
+    )
+
+# What a key costs: bytes per key by used_memory difference (writes, so scratch only), then
+# the key space by prefix under a server-time budget (read commands only, every environment).
+FAMILIES += [
+    Family(
+        "memory", lambda env, profile, ctx: memory_by_difference(env, profile.memory),
+        scratch_only=True,
+    ),
+    Family("keyspace", lambda env, profile, ctx: keyspace(env, profile.keyspace)),
+]
+
+
+def check_families(envs: list[Environment], source: str) -> None:
+    """Refuse unknown family names, and write-load families asked of a read-only environment."""
+    known = {family.name: family for family in FAMILIES}
+    for env in envs:
+        for name in env.families or []:
+            family = known.get(name)
+            where = f"{source}: environment {env.name!r}, field 'families'"
+            if family is None:
+                raise ConfigError(f"{where}: no family {name!r} (known: {', '.join(known)})")
+            if family.scratch_only and env.mode != "scratch":
+                raise ConfigError(
+                    f"{where}: {name} writes to the server; read-only environments never get it"
+                )
+
+
+def families_for(env: Environment, only: list[str] | None = None) -> list[Family]:
+    """The families to attempt on `env`, in plan order (the run's and the env's selections)."""
+    wanted = set(only or [f.name for f in FAMILIES]) & set(
+        env.families or [f.name for f in FAMILIES]
+    )
+    if "fingerprint" not in wanted and env.families is not None and only is None:
+        wanted.add("fingerprint")  # every figure needs the environment that produced it
+    return [f for f in FAMILIES if f.name in wanted]
 
 def _host_key(env: Environment) -> str:
     """The machine an environment's server runs on, as far as the URL tells."""

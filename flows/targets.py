@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from difflib import get_close_matches
 
 from yardstick.config import ConfigError, Environment, load_config
 from yardstick.embedded import RedisProcess
+from yardstick.flows.plan import check_families
+from yardstick.forwarder import Forwarder, socat_path
 
 EMBEDDED_NAME = "embedded"
+FORWARDED_NAME = "embedded-forwarded"
 
 
 def select(envs: list[Environment], names: list[str] | None, source: str) -> list[Environment]:
     """Keep the environments named in `names` (all when None); unknown names are an error."""
+    check_families(envs, source)
     if not names:
         return envs
     known = {env.name: env for env in envs}
@@ -33,11 +37,26 @@ def environments(
         config = load_config(config_path)
         yield select(config.environments, env_names, config_path), None
         return
-    with RedisProcess() as server:
-        env = Environment(name=EMBEDDED_NAME, url=server.url, mode="scratch", prober_on_host=True)
+    with ExitStack() as stack:
+        server = stack.enter_context(RedisProcess())
+        envs = [
+            Environment(name=EMBEDDED_NAME, url=server.url, mode="scratch", prober_on_host=True)
+        ]
+        if socat_path():
+            # A forwarded twin of the same server, so a newcomer sees what a forwarded path
+            # (Docker's port forwarding, a proxy) costs. It runs only the families that
+            # compare paths; the rest would repeat what the direct one measured.
+            forwarder = stack.enter_context(Forwarder(server.port))
+            envs.append(
+                Environment(
+                    name=FORWARDED_NAME, url=forwarder.url, mode="scratch",
+                    transport="port-forwarded (socat)", same_server_as=EMBEDDED_NAME,
+                    prober_on_host=True, families=["fingerprint", "round_trip", "transport"],
+                )
+            )
         facts = {
             "path": server.binary.path,
             "version": server.binary.version_text,
             "source": server.binary.source,
         }
-        yield select([env], env_names, "embedded default"), facts
+        yield select(envs, env_names, "embedded default"), facts

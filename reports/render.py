@@ -91,7 +91,7 @@ def environment_context(con: duckdb.DuckDBPyConnection, run: dict) -> dict:
     key = [run["run_id"], run["env"]]
     facts = _rows(con, "select * from env_facts where run_id = ? and env = ?", key)
     figures = _rows(
-        con, "select * from figures where run_id = ? and env = ? order by position", key
+        con, "select * from figures where run_id = ? and env = ? order by position, figure, subject", key
     )
     families: dict[str, list[dict]] = {}
     for figure in figures:

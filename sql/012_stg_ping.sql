@@ -2,7 +2,7 @@
    (counters are never reset on the server; a restart shows as a negative delta). */
 create or replace view stg_ping_windows as
 select run_id, env, window_idx, started_at, window_s, interval_ms, samples,
-       rtt_min_us, rtt_max_us, rtt_mean_us,
+       rtt_min_us, rtt_max_us, rtt_mean_us, host_busy_share,
 from raw_ping_windows;
 
 create or replace view stg_ping_histogram as
@@ -37,3 +37,9 @@ select
     *,
     calls_delta < 0 or usec_delta < 0 as counters_reset,  /* restart or CONFIG RESETSTAT */
 from paired;
+
+create or replace view stg_latencystats as
+/* Server-side percentiles (Redis 7.0+), cumulative since the server's stats began:
+   they describe this run only as far as this run's calls dominate the count. */
+select run_id, env, window_idx, taken_at, command, percentile, latency_us,
+from raw_latencystats;

@@ -38,6 +38,8 @@ joined as (
         coalesce(p.median_value, r.value) as median_value,
         coalesce(p.max_value, r.value) as max_value,
         p.spread,
+        /* Repetitions spreading more than 10 % (stdev ÷ median): read with care. */
+        coalesce(p.spread > 0.10, false) as noisy,
         r.samples,
     from run_level as r
     join figure_catalog as c on c.figure = r.figure

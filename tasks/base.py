@@ -14,6 +14,13 @@ class Measured:
 
     tables: dict[str, pa.Table] = field(default_factory=dict)
     window_s: float = 0.0
+    # Parts that failed while the rest was measured (e.g. a benchmark cell that timed out):
+    # the tables still land, the step is marked failed with these reasons.
+    problems: list[str] = field(default_factory=list)
+
+
+class Skipped(Exception):
+    """A family that cannot apply to this environment in this run (recorded as skipped)."""
 
 
 def utc_now() -> datetime:

@@ -18,7 +18,8 @@ from prefect.cache_policies import NO_CACHE
 from yardstick.config import Environment
 from yardstick.connect import open_client
 from yardstick.guard import check_read_only
-from yardstick.info import parse_commandstats
+from yardstick.hostload import busy_share, cpu_times
+from yardstick.info import parse_commandstats, parse_latencystats
 from yardstick.profiles import RoundTripProfile
 from yardstick.schemas import to_table
 from yardstick.tasks.base import Measured, utc_now
@@ -93,6 +94,16 @@ def commandstats_rows(client: redis.Redis, window_idx: int, phase: str) -> list[
     ]
 
 
+def latencystats_rows(client: redis.Redis, window_idx: int) -> list[dict]:
+    """Snapshot INFO latencystats (cumulative server percentiles; empty before Redis 7.0)."""
+    taken_at = utc_now()
+    return [
+        {"window_idx": window_idx, "taken_at": taken_at, "command": p.command,
+         "percentile": p.percentile, "latency_us": p.latency_us}
+        for p in parse_latencystats(client.info("latencystats"))
+    ]
+
+
 @task(name="round-trip", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
 def round_trip(env: Environment, profile: RoundTripProfile) -> Measured:
     """PING windows with commandstats snapshots around each; raw aggregates and histograms."""
@@ -100,7 +111,7 @@ def round_trip(env: Environment, profile: RoundTripProfile) -> Measured:
         # The probe writes pre-encoded bytes on the socket; they still pass the guard.
         check_read_only(("PING",))
     client = open_client(env, "roundtrip")
-    windows, histogram, counters = [], [], []
+    windows, histogram, counters, percentiles = [], [], [], []
     window_s_total = 0.0
     # A dedicated connection from the pool: AUTH, TLS, SELECT and CLIENT SETNAME are done
     # by redis-py; the probe then talks on its socket directly.
@@ -110,17 +121,21 @@ def round_trip(env: Environment, profile: RoundTripProfile) -> Measured:
         sock = probe._sock  # noqa: SLF001 - the lean probe needs the raw socket
         for window_idx in range(profile.windows):
             counters += commandstats_rows(client, window_idx, "before")
-            started_at = utc_now()
+            started_at, cpu_before = utc_now(), cpu_times()
             start = time.perf_counter()
             rtts_us = probe_window(sock, profile.window_s, profile.interval_ms / 1000)
             elapsed_s = time.perf_counter() - start
+            cpu_after = cpu_times()
             counters += commandstats_rows(client, window_idx, "after")
+            percentiles += latencystats_rows(client, window_idx)
             window_s_total += elapsed_s
             windows.append(
                 {"window_idx": window_idx, "started_at": started_at, "window_s": elapsed_s,
                  "interval_ms": profile.interval_ms, "samples": len(rtts_us),
                  "rtt_min_us": min(rtts_us), "rtt_max_us": max(rtts_us),
-                 "rtt_mean_us": sum(rtts_us) / len(rtts_us)}
+                 "rtt_mean_us": sum(rtts_us) / len(rtts_us),
+                 # The prober's machine; it is the server's only when the prober is local.
+                 "host_busy_share": busy_share(cpu_before, cpu_after)}
             )
             histogram += histogram_rows(window_idx, rtts_us)
     finally:
@@ -131,6 +146,7 @@ def round_trip(env: Environment, profile: RoundTripProfile) -> Measured:
             "ping_windows": to_table("ping_windows", windows),
             "ping_histogram": to_table("ping_histogram", histogram),
             "commandstats": to_table("commandstats", counters),
+            "latencystats": to_table("latencystats", percentiles),
         },
         window_s=window_s_total,
     )

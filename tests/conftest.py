@@ -1,4 +1,4 @@
-"""Shared fixtures: real redis-server processes on free loopback ports, and a Prefect test server."""
+"""Shared fixtures: real redis-server processes on free loopback ports, a Prefect test server."""
 
 from __future__ import annotations
 
@@ -21,8 +21,13 @@ os.environ.update(
     PREFECT_SERVER_ANALYTICS_ENABLED="false",
     DO_NOT_TRACK="1",
     PREFECT_LOGGING_LEVEL="WARNING",
+    PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW="ignore",
     PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
 )
+
+# Prefect replaces the root logger's handlers the first time it is imported; doing that
+# here, before any test, keeps pytest's caplog handler attached during flow runs.
+import prefect.main  # noqa: E402, F401
 
 from yardstick.embedded import RedisBinary, RedisProcess, find_redis_servers  # noqa: E402
 

@@ -19,6 +19,7 @@ PREFECT = Path(sys.executable).parent / "prefect"
 
 FLOW_NAME = "yardstick-nightly"
 DEPLOYMENT = f"{FLOW_NAME}/nightly"
+COLLECT_DEPLOYMENT = "yardstick-collect/collect"
 SET_WORKDIR_STEP = "prefect.deployments.steps.set_working_directory"
 
 
@@ -88,3 +89,15 @@ def test_prefect_deploy_all_creates_nightly_deployment(tmp_path: Path) -> None:
 
     # The worker must run the code in place, in this repository.
     assert deployment["pull_steps"] == [{SET_WORKDIR_STEP: {"directory": str(REPO)}}]
+
+    # Beside it, the SLOWLOG collection every five minutes (the queue forgets).
+    assert COLLECT_DEPLOYMENT in deploy.stdout
+    collect = json.loads(
+        _prefect(env, "deployment", "inspect", COLLECT_DEPLOYMENT, "--output", "json").stdout
+    )
+    assert collect["entrypoint"] == "flows/collect.py:collect"
+    assert collect["work_pool_name"] == "yardstick"
+    assert collect["parameters"] == {"config_path": "environments.yaml"}
+    collect_schedules = [s["schedule"] for s in collect["schedules"] if s["active"]]
+    assert [(s["cron"], s["timezone"]) for s in collect_schedules] == [("*/5 * * * *", "UTC")]
+    assert collect["pull_steps"] == [{SET_WORKDIR_STEP: {"directory": str(REPO)}}]

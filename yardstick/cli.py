@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from yardstick.config import ConfigError, load_config
@@ -26,7 +27,8 @@ OutOpt = Annotated[Path, typer.Option("--out", help="Directory for markdown repo
 
 def fail(message: str, code: int = 2) -> None:
     """Print one error line and exit."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # Escaped: a name or path such as 'a[b]' must not be read as console markup.
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -47,14 +49,17 @@ def run(
     """Measure the environments (or an embedded scratch Redis), land, build, render."""
     if profile not in PROFILES:
         fail(f"--profile: unknown profile {profile!r} (choose {', '.join(sorted(PROFILES))})")
+    # Validate before Prefect starts: a bad file or name lands nothing.
+    from yardstick.flows.targets import EMBEDDED_NAME, select
+
     if config is not None:
         try:
-            # Validate before Prefect starts: a bad file lands nothing.
-            from yardstick.flows.targets import select
-
             select(load_config(config).environments, env, str(config))
         except ConfigError as exc:
             fail(str(exc))
+    for name in env or []:
+        if config is None and name != EMBEDDED_NAME:
+            fail(f"--env: no environment {name!r} without --config (known: {EMBEDDED_NAME})")
     from yardstick.runtime import configure_prefect
 
     configure_prefect(state_dir)
@@ -84,10 +89,11 @@ def _print_summary(summary) -> None:
         colour = {"ok": "green", "partial": "yellow"}.get(o.status, "red")
         table.add_row(
             o.env, o.mode, f"[{colour}]{o.status}[/]", f"{o.duration_s:.1f} s",
-            o.report or "", o.error or "",
+            escape(o.report or ""), escape(o.error or ""),
         )
     console.print(table)
-    console.print(f"index: {Path(summary.out_dir) / 'index.md'}  warehouse: {summary.warehouse_path}")
+    index = Path(summary.out_dir) / "index.md"
+    console.print(f"index: {index}  warehouse: {summary.warehouse_path}")
 
 
 @app.command()
@@ -97,12 +103,18 @@ def report(
     out: OutOpt = Path("reports-out"),
 ) -> None:
     """Rebuild the warehouse and every environment's latest report from the lake alone."""
+    import duckdb
+
     from yardstick.reports.render import render_reports
     from yardstick.warehouse import build
 
     if not lake.is_dir():
         fail(f"{lake}: no lake here (run `yardstick run` first)")
-    build(lake, warehouse)
+    try:
+        build(lake, warehouse)
+    except (RuntimeError, duckdb.Error) as exc:
+        # The previous warehouse is left as it was; say which file or model failed.
+        fail(f"{lake}: warehouse not rebuilt: {str(exc).strip().splitlines()[0]}", code=1)
     written = render_reports(warehouse, out)
     console.print(f"{len(written)} report(s) in {out}; warehouse {warehouse}")
 
@@ -146,8 +158,10 @@ def trend(
     for column in ("started (UTC)", "run", "value", "n", "min", "max", "Redis", "note"):
         table.add_column(column)
     for started, run_id, value, _, _, n, lo, hi, version, changed in rows:
+        # A run cut short (process killed) has figures but no runs row, hence no start time.
+        when = f"{started:%Y-%m-%d %H:%M}" if started else "?"
         table.add_row(
-            f"{started:%Y-%m-%d %H:%M}", run_id, fmt(value, unit), str(n), fmt(lo, unit),
+            when, run_id, fmt(value, unit), str(n), fmt(lo, unit),
             fmt(hi, unit), version or "", "environment changed" if changed else "",
         )
     console.print(table)

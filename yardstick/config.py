@@ -32,6 +32,9 @@ class Environment(BaseModel):
     same_server_as: str | None = None
     # None means "decide from the URL": a loopback host puts the prober on the server host.
     prober_on_host: bool | None = None
+    # Only these measurement families (default: every family that applies to the mode).
+    # Checked against the plan when the run starts (flows/plan.check_families).
+    families: list[str] | None = None
 
     @field_validator("url")
     @classmethod
@@ -42,12 +45,14 @@ class Environment(BaseModel):
         if not parts.hostname:
             raise ValueError("has no host")
         try:
-            parts.port
+            _ = parts.port  # urlsplit checks the port only when asked
         except ValueError:
             raise ValueError("has an invalid port") from None
         if parts.password:
             # Secrets never sit in the config file, so they can never be copied from it.
-            raise ValueError("holds a password: put it in an environment variable named by password_env")
+            raise ValueError(
+                "holds a password: put it in an environment variable named by password_env"
+            )
         db = parts.path.lstrip("/")
         if db and not db.isdigit():
             raise ValueError(f"database {db!r} is not a number")
@@ -140,15 +145,35 @@ class _EnvFieldError(ValueError):
         self.index, self.field, self.message = index, field, message
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, except that a key given twice is an error instead of "last one wins"
+    (a second `mode:` line must not silently turn a read-only environment into scratch)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        # Only keys written in this mapping: a key overriding one merged in by `<<:` is fine.
+        seen: set[tuple[str, str]] = set()
+        for key_node, _value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
+                continue
+            if (key_node.tag, key_node.value) in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key_node.value!r}", key_node.start_mark
+                )
+            seen.add((key_node.tag, key_node.value))
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | Path) -> ConfigFile:
     """Read and validate an environments file, or raise ConfigError with one line."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

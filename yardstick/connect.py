@@ -1,8 +1,10 @@
-"""Open named redis-py clients for an environment: password from its variable, guard when read-only."""
+"""Open named redis-py clients for an environment: password from its variable, guard when
+read-only."""
 
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
@@ -36,7 +38,8 @@ def password_for(env: Environment) -> str | None:
 
 
 def open_client(
-    env: Environment, role: str, command_timeout_s: float = COMMAND_TIMEOUT_S
+    env: Environment, role: str, command_timeout_s: float = COMMAND_TIMEOUT_S,
+    db: int | None = None,
 ) -> redis.Redis:
     """A decoded, named client; read-only environments get the guarded connection class."""
     options: dict = {
@@ -46,10 +49,17 @@ def open_client(
         "socket_connect_timeout": CONNECT_TIMEOUT_S,
         "socket_timeout": command_timeout_s,
         "retry_on_timeout": False,
+        # RESP2 on every server: HELLO needs Redis 6, and redis-py >= 7 opens each RESP3
+        # connection with CLIENT MAINT_NOTIFICATIONS, which the read-only guard refuses.
+        "protocol": 2,
     }
+    url = env.url
+    if db is not None:  # a dedicated database (benchmarks) instead of the URL's
+        # from_url lets the URL's path win over a db= keyword, so rewrite the path.
+        url = urlunsplit(urlsplit(url)._replace(path=f"/{db}"))
     if env.mode == "read-only":
         options["connection_class"] = ReadOnlySSLConnection if env.tls else ReadOnlyConnection
-    client = redis.Redis.from_url(env.url, **options)
+    client = redis.Redis.from_url(url, **options)
     # INFO comes back as text so that one parser (yardstick.info), tested on real
     # samples, reads every INFO section the same way.
     client.set_response_callback("INFO", lambda response, **_: response)

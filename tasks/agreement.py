@@ -1,0 +1,104 @@
+"""Instrument agreement (scratch only): one SORT timed from outside, by its SLOWLOG entry and by
+the latency monitor (threshold raised for the experiment, set back afterwards).
+
+The latency monitor keeps one sample per second (the worst), so each repetition runs in a
+second of its own and is matched to the sample of the second its SLOWLOG entry names."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+import redis
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from yardstick.config import Environment
+from yardstick.connect import client_name, open_client
+from yardstick.profiles import AgreementProfile
+from yardstick.schemas import to_table
+from yardstick.scratch import build_list, config_changes, fixture_keys, require_scratch
+from yardstick.slowlog_parse import parse_latency_history
+from yardstick.tasks.base import Measured, utc_now
+from yardstick.tasks.slowlog import find_own_entry, newest_entry_id, server_identity, slowlog_span
+
+ROLE = "agreement"
+
+
+def _history(client: redis.Redis) -> dict[int, int]:
+    """LATENCY HISTORY of the `command` event as {unix second: worst ms}."""
+    return dict(parse_latency_history(client.execute_command("LATENCY", "HISTORY", "command")))
+
+
+def _wait_for_fresh_second(client: redis.Redis) -> None:
+    """Sleep until the server's clock enters a second with no `command` sample yet."""
+    seconds, micros = client.time()
+    if seconds in _history(client):
+        time.sleep(1 - micros / 1e6 + 0.01)
+
+
+def _one_sort(client: redis.Redis, args: list[str], rep_idx: int, last_id: int | None) -> dict:
+    """Run the SORT once; read its SLOWLOG entry and its latency-monitor sample."""
+    _wait_for_fresh_second(client)
+    start = time.perf_counter_ns()
+    client.execute_command(*args)
+    client_us = (time.perf_counter_ns() - start) / 1000
+    entry = find_own_entry(client, args, client_name(ROLE), last_id)
+    history = _history(client)
+    sample_s = None
+    if entry is not None:
+        # Both clocks are read when the command ends; a second boundary may fall between.
+        sample_s = next(
+            (s for s in (entry.logged_at_s, entry.logged_at_s + 1, entry.logged_at_s - 1)
+             if s in history),
+            None,
+        )
+    return {
+        "rep_idx": rep_idx, "client_us": client_us,
+        "entry_id": entry.entry_id if entry else None,
+        "slowlog_us": entry.duration_us if entry else None,
+        "logged_at": datetime.fromtimestamp(entry.logged_at_s, UTC) if entry else None,
+        "latency_ms": history.get(sample_s) if sample_s is not None else None,
+        "latency_sampled_at": datetime.fromtimestamp(sample_s, UTC) if sample_s else None,
+    }
+
+
+@task(name="agreement", cache_policy=NO_CACHE)
+def agreement(env: Environment, profile: AgreementProfile) -> Measured:
+    """Time SORT ... ALPHA LIMIT 0 10 with three instruments, `repetitions` times."""
+    require_scratch(env)
+    client = open_client(env, ROLE)
+    rows: list[dict] = []
+    try:
+        identity = server_identity(client)
+        with fixture_keys(client, env) as prefix:
+            key = f"{prefix}list"
+            build_list(client, key, profile.list_len)
+            args = ["SORT", key, "ALPHA", "LIMIT", "0", "10"]
+            changes = {"slowlog-log-slower-than": 0,
+                       "latency-monitor-threshold": profile.latency_threshold_ms}
+            with slowlog_span(client, "agreement", identity.run_id) as span:
+                with config_changes(client, env, changes) as original:
+                    start = time.perf_counter()
+                    last_id = newest_entry_id(client)
+                    for rep_idx in range(profile.repetitions):
+                        row = _one_sort(client, args, rep_idx, last_id)
+                        last_id = row["entry_id"] if row["entry_id"] is not None else last_id
+                        rows.append(row)
+                    window_s = time.perf_counter() - start
+    finally:
+        client.close()
+    for row in rows:
+        row.update(
+            server_run_id=identity.run_id, list_len=profile.list_len,
+            latency_threshold_ms=profile.latency_threshold_ms,
+            latency_threshold_before_ms=int(original["latency-monitor-threshold"]),
+            measured_at=utc_now(),
+        )
+    return Measured(
+        tables={
+            "agreement": to_table("agreement", rows),
+            "agreement_span": to_table("agreement_span", [span.row()]),
+        },
+        window_s=window_s,
+    )

@@ -1,0 +1,35 @@
+"""Commandstats over time: one INFO commandstats snapshot per run, tagged with the server run.
+
+Counters are never reset (no CONFIG RESETSTAT, read-only environments included): SQL
+differences consecutive snapshots of the same server run into calls/s and µs per call."""
+
+from __future__ import annotations
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from yardstick.config import Environment
+from yardstick.connect import open_client
+from yardstick.info import parse_commandstats
+from yardstick.schemas import to_table
+from yardstick.tasks.base import Measured, utc_now
+from yardstick.tasks.slowlog import server_identity
+
+
+@task(name="counters", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
+def snapshot_counters(env: Environment) -> Measured:
+    """INFO commandstats with the server run id and uptime that make two snapshots comparable."""
+    client = open_client(env, "counters")
+    try:
+        identity = server_identity(client)
+        stats = parse_commandstats(client.info("commandstats"))
+        taken_at = utc_now()
+    finally:
+        client.close()
+    rows = [
+        {"server_run_id": identity.run_id, "uptime_s": identity.uptime_s, "taken_at": taken_at,
+         "command": s.command, "calls": s.calls, "usec": s.usec,
+         "rejected_calls": s.rejected_calls, "failed_calls": s.failed_calls}
+        for s in stats
+    ]
+    return Measured(tables={"commandstats_snapshots": to_table("commandstats_snapshots", rows)})

@@ -1,0 +1,291 @@
+"""Bytes per key by used_memory difference (scratch only): for each shape, read used_memory,
+load the keys with pipelining, read it again, sample MEMORY USAGE (default samples and
+SAMPLES 0), remove exactly the keys loaded, read it a third time; repeated.
+
+The difference is the only number that does not cheat: MEMORY USAGE leaves out the key's
+share of the main table and samples aggregates. This task returns the raw readings and
+samples; bytes per key, the ratios and their direction are derived in sql/041."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+
+import redis
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from yardstick.config import Environment
+from yardstick.connect import open_client
+from yardstick.info import parse_info
+from yardstick.profiles import MemoryProfile, MemoryShape
+from yardstick.schemas import to_table
+from yardstick.tasks.base import Measured, utc_now
+
+ROLE = "memory"
+# Keys under this prefix were written by the tool (this family or another one): they do not
+# make a database foreign, and stay put during the measurement. Only this family's own
+# prefix is ever removed.
+TOOL_PREFIX = "yardstick:"
+# Elements per command while loading an aggregate: one command never stalls the server long.
+ELEMENTS_PER_COMMAND = 1000
+LAZYFREE_WAIT_S = 10.0
+# After a removal the main table of keys stays large until the server's cron shrinks it
+# (within ~100 ms at hz 10): a repetition starting earlier would not pay for its own table,
+# and a shrink landing mid-load would make the difference too small. The table holds one
+# pointer per bucket, buckets a power of two at least the number of keys.
+SETTLE_WAIT_S = 1.0
+SETTLE_MIN_TABLE_BYTES = 16 * 1024
+
+
+class NotScratch(Exception):
+    """The load/remove part was asked of an environment that is not scratch."""
+
+
+class ForeignKeys(Exception):
+    """The database holds keys the tool did not write: a difference there would be wrong,
+    and removing them would be damage."""
+
+
+def key_names(profile: MemoryProfile, shape: MemoryShape) -> list[str]:
+    """The names of a shape's keys, under the family's own prefix."""
+    base = f"{profile.key_prefix}{shape.name}:{shape.key_format}"
+    return [base % i for i in range(1, shape.key_count + 1)]
+
+
+def element_sizes(shape: MemoryShape) -> list[list[int]]:
+    """Per key, the byte size of each element (value, field value or list element).
+
+    Seeded by the shape's name: every repetition and every run loads the same sizes."""
+    if shape.max_value_bytes is None or shape.max_value_bytes <= shape.value_bytes:
+        return [[shape.value_bytes] * shape.elements for _ in range(shape.key_count)]
+    rng = random.Random(f"yardstick-memory-{shape.name}")
+    low, high = shape.value_bytes, shape.max_value_bytes
+    return [[rng.randint(low, high) for _ in range(shape.elements)] for _ in range(shape.key_count)]
+
+
+def _field(index: int) -> bytes:
+    """Hash field name of element `index` (fixed width, so payload is easy to state)."""
+    return b"f%05d" % index
+
+
+def _commands(shape: MemoryShape, names: list[str], sizes: list[list[int]]) -> Iterator[tuple]:
+    """The write commands that load a shape."""
+    values: dict[int, bytes] = {}
+
+    def value(n: int) -> bytes:
+        return values.get(n) or values.setdefault(n, b"v" * n)
+
+    for name, key_sizes in zip(names, sizes, strict=True):
+        if shape.type == "string":
+            yield ("SET", name, value(key_sizes[0]))
+            continue
+        for start in range(0, len(key_sizes), ELEMENTS_PER_COMMAND):
+            chunk = key_sizes[start : start + ELEMENTS_PER_COMMAND]
+            if shape.type == "hash":
+                args: list = []
+                for offset, n in enumerate(chunk):
+                    args += [_field(start + offset), value(n)]
+                yield ("HSET", name, *args)
+            else:
+                yield ("RPUSH", name, *[value(n) for n in chunk])
+
+
+def payload_bytes(shape: MemoryShape, name: str, key_sizes: list[int]) -> tuple[int, int]:
+    """(key bytes, value bytes) of one key: what the user thinks they store."""
+    values = sum(key_sizes)
+    if shape.type == "hash":
+        values += sum(len(_field(i)) for i in range(len(key_sizes)))
+    return len(name.encode()), values
+
+
+def _reading(client: redis.Redis, shape: str, repetition: int, phase: str) -> dict:
+    """used_memory and friends, and DBSIZE, at one moment."""
+    dbsize = client.dbsize()
+    memory = parse_info(client.info("memory")).get("memory", {})
+
+    def number(key: str) -> int | None:
+        value = memory.get(key)
+        return int(value) if value not in (None, "") else None
+
+    ratio = memory.get("mem_fragmentation_ratio")
+    return {
+        "shape": shape, "repetition": repetition, "phase": phase, "taken_at": utc_now(),
+        "used_memory_bytes": number("used_memory"),
+        "used_memory_rss_bytes": number("used_memory_rss"),
+        "mem_fragmentation_ratio": float(ratio) if ratio else None,
+        "mem_clients_normal_bytes": number("mem_clients_normal"),
+        "dbsize": dbsize,
+    }
+
+
+def _pipelined(client: redis.Redis, commands: Iterator[tuple], batch: int) -> None:
+    """Send commands in pipelined batches; any error reply is raised."""
+    pipe = client.pipeline(transaction=False)
+    queued = 0
+    for command in commands:
+        pipe.execute_command(*command)
+        queued += 1
+        if queued >= batch:
+            pipe.execute()
+            queued = 0
+    if queued:
+        pipe.execute()
+
+
+def _remove(client: redis.Redis, names: list[str], batch: int) -> None:
+    """DEL exactly these keys, then wait until a lazy free (if configured) has finished."""
+    per_del = max(batch, 1)
+    _pipelined(
+        client, (("DEL", *names[i : i + per_del]) for i in range(0, len(names), per_del)), 16
+    )
+    deadline = time.monotonic() + LAZYFREE_WAIT_S
+    while time.monotonic() < deadline:
+        memory = parse_info(client.info("memory")).get("memory", {})
+        if memory.get("lazyfree_pending_objects", "0") == "0":
+            return
+        time.sleep(0.01)
+
+
+def _used_memory(client: redis.Redis) -> int:
+    """used_memory now."""
+    return int(parse_info(client.info("memory"))["memory"]["used_memory"])
+
+
+def table_bytes(keys: int) -> int:
+    """Approximate size of the main table holding `keys` keys."""
+    return 8 * (1 << max(keys - 1, 1).bit_length())
+
+
+def _settle(client: redis.Redis, removed_bytes: int, keys: int) -> None:
+    """After a removal, wait until the cron has shrunk the main table (used_memory drops
+    by half the table's size), unless the table is too small to matter."""
+    expected = table_bytes(keys)
+    if expected < SETTLE_MIN_TABLE_BYTES:
+        return
+    deadline = time.monotonic() + SETTLE_WAIT_S
+    while _used_memory(client) > removed_bytes - expected / 2:
+        if time.monotonic() > deadline:
+            return  # the readings show it: the next 'before' stays above the baseline
+        time.sleep(0.02)
+
+
+def _warm_up(client: redis.Redis, profile: MemoryProfile, shape: MemoryShape) -> None:
+    """Load and remove one batch of the shape, so the connection's buffers are at their
+    working size for its commands before the first reading (they count in used_memory)."""
+    names = key_names(profile, shape)[: profile.pipeline]
+    sizes = element_sizes(shape)[: len(names)]
+    try:
+        _pipelined(client, _commands(shape, names, sizes), profile.pipeline)
+    finally:
+        _remove(client, names, profile.pipeline)
+    _settle(client, _used_memory(client), len(names))
+
+
+def check_database(client: redis.Redis, env: Environment, profile: MemoryProfile) -> int:
+    """Refuse a database holding keys the tool did not write; remove this family's leftovers
+    (a run that died halfway); return how many leftovers were removed."""
+    if client.dbsize() == 0:
+        return 0
+    leftovers: list[str] = []
+    for key in client.scan_iter(count=1000):
+        if not key.startswith(TOOL_PREFIX):
+            raise ForeignKeys(
+                f"environment {env.name!r}: database {env.db} holds {client.dbsize()} keys, "
+                f"some not written by the tool (e.g. {key[:60]!r}); bytes per key by difference "
+                "needs a database only the tool writes: point the URL at an empty one "
+                "(e.g. .../15)"
+            )
+        if key.startswith(profile.key_prefix):
+            leftovers.append(key)
+    if leftovers:
+        _remove(client, leftovers, profile.pipeline)
+    return len(leftovers)
+
+
+def _sample_usage(
+    client: redis.Redis, shape: MemoryShape, repetition: int, names: list[str],
+    sizes: list[list[int]], count: int,
+) -> list[dict]:
+    """MEMORY USAGE (default samples and SAMPLES 0) and encoding of evenly spread keys."""
+    step = max(1, len(names) // count)
+    chosen = list(range(0, len(names), step))[:count]
+    pipe = client.pipeline(transaction=False)
+    for i in chosen:
+        pipe.memory_usage(names[i])
+        pipe.memory_usage(names[i], samples=0)
+        pipe.object("encoding", names[i])
+    replies = pipe.execute()
+    rows = []
+    for n, i in enumerate(chosen):
+        usage, usage_all, encoding = replies[3 * n : 3 * n + 3]
+        key_bytes, value_bytes = payload_bytes(shape, names[i], sizes[i])
+        rows.append(
+            {"shape": shape.name, "repetition": repetition, "key": names[i],
+             "encoding": encoding, "elements": len(sizes[i]),
+             "payload_bytes": key_bytes + value_bytes, "memory_usage_bytes": usage,
+             "memory_usage_all_bytes": usage_all}
+        )
+    return rows
+
+
+@task(name="memory-by-difference", cache_policy=NO_CACHE)
+def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
+    """Load, read, remove, read: used_memory readings and MEMORY USAGE samples per shape."""
+    if env.mode != "scratch":
+        # The plan skips read-only environments; this guards any other caller.
+        raise NotScratch(
+            f"environment {env.name!r} is {env.mode}: bytes per key by difference writes and "
+            "removes keys, so it runs on scratch environments only"
+        )
+    if env.mode not in profile.run_on or not profile.shapes:
+        return Measured()
+    client = open_client(env, ROLE)
+    loads, readings, samples = [], [], []
+    window_s = 0.0
+    try:
+        check_database(client, env, profile)
+        for shape in profile.shapes:
+            _warm_up(client, profile, shape)
+            names = key_names(profile, shape)
+            sizes = element_sizes(shape)
+            key_bytes = value_bytes = 0
+            for name, key_sizes in zip(names, sizes, strict=True):
+                k, v = payload_bytes(shape, name, key_sizes)
+                key_bytes, value_bytes = key_bytes + k, value_bytes + v
+            for repetition in range(profile.repetitions):
+                start = time.perf_counter()
+                started_at = utc_now()
+                readings.append(_reading(client, shape.name, repetition, "before"))
+                try:
+                    load_start = time.perf_counter()
+                    _pipelined(client, _commands(shape, names, sizes), profile.pipeline)
+                    load_s = time.perf_counter() - load_start
+                    readings.append(_reading(client, shape.name, repetition, "after"))
+                    samples += _sample_usage(
+                        client, shape, repetition, names, sizes, profile.usage_sample_keys
+                    )
+                finally:
+                    # Leave it as found, even when the load failed halfway.
+                    _remove(client, names, profile.pipeline)
+                readings.append(_reading(client, shape.name, repetition, "removed"))
+                _settle(client, readings[-1]["used_memory_bytes"], shape.key_count)
+                loads.append(
+                    {"shape": shape.name, "repetition": repetition, "type": shape.type,
+                     "db": env.db, "keys": shape.key_count, "elements_per_key": shape.elements,
+                     "key_bytes": key_bytes, "value_bytes": value_bytes,
+                     "formula_overhead_bytes": profile.formula_overhead_bytes,
+                     "load_s": load_s, "started_at": started_at}
+                )
+                window_s += time.perf_counter() - start
+    finally:
+        client.close()
+    return Measured(
+        tables={
+            "memory_loads": to_table("memory_loads", loads),
+            "memory_readings": to_table("memory_readings", readings),
+            "memory_usage_samples": to_table("memory_usage_samples", samples),
+        },
+        window_s=window_s,
+    )

@@ -1,0 +1,120 @@
+"""memtier_benchmark: a mixed SET:GET workload with hits and misses, when the tool is
+installed; its JSON report is parsed, not its console table."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from yardstick.benchdb import empty_database
+from yardstick.config import Environment
+from yardstick.connect import password_for
+from yardstick.hostload import busy_share, cpu_times
+from yardstick.profiles import MemtierProfile
+from yardstick.schemas import to_table
+from yardstick.tasks.base import Measured, utc_now
+from yardstick.tools import Tool, find_tool, run_tool
+
+# memtier prints percentiles with two decimals, so 99.99 and 99.999 share the key "p99.99":
+# ask only for percentiles whose keys stay distinct.
+PERCENTILES = (50.0, 99.0, 99.9)
+OP_TYPES = ("Sets", "Gets", "Totals")
+OP_FIELDS = {
+    "Count": "count",
+    "Ops/sec": "ops_sec",
+    "Hits/sec": "hits_sec",
+    "Misses/sec": "misses_sec",
+    "Average Latency": "avg_ms",
+    "Min Latency": "min_ms",
+    "Max Latency": "max_ms",
+    "KB/sec": "kb_sec",
+}
+
+
+class DuplicateKey(ValueError):
+    """memtier's JSON repeated a key (colliding percentile names)."""
+
+
+def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """JSON object hook: refuse silently overwritten keys."""
+    result: dict = {}
+    for key, value in pairs:
+        if key in result:
+            raise DuplicateKey(f"memtier JSON repeats key {key!r} (percentile names collide)")
+        result[key] = value
+    return result
+
+
+def parse_memtier_json(text: str) -> tuple[dict, list[dict]]:
+    """(configuration, one row per op type) from memtier_benchmark --json-out-file."""
+    data = json.loads(text, object_pairs_hook=_no_duplicates)
+    config = data.get("configuration", {})
+    stats = data["ALL STATS"]
+    duration_ms = stats.get("Runtime", {}).get("Total duration")
+    rows = []
+    for op_type in OP_TYPES:
+        block = stats.get(op_type)
+        if not block:
+            continue
+        row = {"op_type": op_type.lower(), "duration_ms": duration_ms}
+        row.update({name: float(block[key]) for key, name in OP_FIELDS.items() if key in block})
+        for key, value in block.get("Percentile Latencies", {}).items():
+            if key.startswith("p"):
+                row[_percentile_column(float(key[1:]))] = float(value)
+        rows.append(row)
+    return config, rows
+
+
+def _percentile_column(percentile: float) -> str:
+    """Column for a percentile: 50 -> p50_ms, 99.9 -> p999_ms."""
+    return "p" + f"{percentile:g}".replace(".", "") + "_ms"
+
+
+def memtier_args(tool: Tool, env: Environment, profile: MemtierProfile, out: Path) -> list[str]:
+    """The command line (may hold the password: never log it)."""
+    args = [
+        tool.path, "-s", env.host, "-p", str(env.port), f"--select-db={profile.db}",
+        f"--ratio={profile.ratio}", f"--test-time={profile.test_time_s}",
+        "-t", str(profile.threads), "-c", str(profile.clients_per_thread),
+        "-d", str(profile.data_size_bytes), f"--key-maximum={profile.key_maximum}",
+        "--hide-histogram", f"--json-out-file={out}",
+        "--print-percentiles=" + ",".join(f"{p:g}" for p in PERCENTILES),
+    ]
+    password = password_for(env)
+    if password is not None:
+        args.append(f"--authenticate={password}")
+    if env.tls:
+        args.append("--tls")
+    return args
+
+
+@task(name="memtier", cache_policy=NO_CACHE)
+def memtier(env: Environment, profile: MemtierProfile) -> Measured:
+    """One memtier_benchmark run on a dedicated empty database, removed afterwards."""
+    tool = find_tool("memtier_benchmark")
+    if tool is None:
+        raise RuntimeError("memtier_benchmark not installed")
+    with tempfile.TemporaryDirectory(prefix="yardstick-memtier-") as tmp, empty_database(
+        env, profile.db, "memtier"
+    ):
+        out = Path(tmp) / "memtier.json"
+        started_at, cpu_before, start = utc_now(), cpu_times(), time.perf_counter()
+        run_tool(memtier_args(tool, env, profile, out), timeout_s=profile.test_time_s + 60)
+        elapsed_s = time.perf_counter() - start
+        config, rows = parse_memtier_json(out.read_text())
+    common = {
+        "started_at": started_at, "elapsed_s": elapsed_s,
+        "host_busy_share": busy_share(cpu_before, cpu_times()),
+        "ratio": str(config.get("ratio", profile.ratio)),
+        "threads": int(config.get("threads", profile.threads)),
+        "clients_per_thread": int(config.get("clients", profile.clients_per_thread)),
+        "data_size_bytes": int(config.get("data_size", profile.data_size_bytes)),
+        "tool_version": tool.version_text,
+    }
+    rows = [{**common, **row} for row in rows]
+    return Measured(tables={"memtier": to_table("memtier", rows)}, window_s=elapsed_s)

@@ -1,0 +1,115 @@
+"""O(N) commands on fixture data (scratch only): LRANGE 0 -1, HGETALL, KEYS, SORT ... LIMIT.
+
+Each duration is read from the SLOWLOG entry of that very command (same connection name,
+same arguments, an id newer than the last one seen), with slowlog-log-slower-than lowered to
+0 for the experiment and set back afterwards. The GET baseline comes from the commandstats
+difference around many GETs: the same server-side clock (the execution time `call()`
+measures feeds both), with more resolution than one 1-2 µs SLOWLOG entry."""
+
+from __future__ import annotations
+
+import time
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from redis.client import NEVER_DECODE
+
+from yardstick.config import Environment
+from yardstick.connect import client_name, open_client
+from yardstick.info import parse_commandstats
+from yardstick.profiles import SlowCommandsProfile
+from yardstick.schemas import to_table
+from yardstick.scratch import (
+    build_hash,
+    build_list,
+    build_strings,
+    config_changes,
+    fixture_keys,
+    require_scratch,
+)
+from yardstick.tasks.base import Measured, utc_now
+from yardstick.tasks.slowlog import find_own_entry, server_identity, slowlog_span
+
+ROLE = "slow-commands"
+
+
+def commands(prefix: str) -> list[tuple[str, list[str]]]:
+    """(label, arguments) of the four O(N) commands over the fixture keys."""
+    key_list, key_hash = f"{prefix}list", f"{prefix}hash"
+    return [
+        ("lrange_all", ["LRANGE", key_list, "0", "-1"]),
+        ("hgetall", ["HGETALL", key_hash]),
+        # Matches about a ninth of the string keys; KEYS walks every key in the database.
+        ("keys_pattern", ["KEYS", f"{prefix}str:9*"]),
+        # Returns ten elements, yet sorts all of them: LIMIT reduces M, not N.
+        ("sort_alpha_limit", ["SORT", key_list, "ALPHA", "LIMIT", "0", "10"]),
+    ]
+
+
+def _get_counters(client, phase: str, calls: int) -> dict:
+    """The `get` commandstats line as a row (zero when GET was never called)."""
+    stats = {s.command: s for s in parse_commandstats(client.info("commandstats"))}
+    get = stats.get("get")
+    return {"phase": phase, "command": "get", "taken_at": utc_now(), "calls_sent": calls,
+            "calls": get.calls if get else 0, "usec": get.usec if get else 0}
+
+
+def _run_repetitions(client, profile: SlowCommandsProfile, prefix: str, sizes: dict) -> list:
+    """Run each command `repetitions` times (interleaved) and match its SLOWLOG entry."""
+    rows, last_id = [], None
+    name = client_name(ROLE)
+    for rep_idx in range(profile.repetitions):
+        for label, args in commands(prefix):
+            start = time.perf_counter_ns()
+            # Raw bytes: decoding a 200,000-element reply would only time the client.
+            reply = client.execute_command(*args, **{NEVER_DECODE: True})
+            client_us = (time.perf_counter_ns() - start) / 1000
+            entry = find_own_entry(client, args, name, last_id)
+            if entry is not None:
+                last_id = entry.entry_id
+            # redis-py turns HGETALL's flat reply into a dict; the others stay lists.
+            returned = len(reply) if isinstance(reply, list | dict) else None
+            rows.append(
+                {"command": label, "args": " ".join(args), "rep_idx": rep_idx,
+                 "n_elements": sizes[label], "returned": returned,
+                 "entry_id": entry.entry_id if entry else None,
+                 "duration_us": entry.duration_us if entry else None,
+                 "client_us": client_us, "logged_at": utc_now()}
+            )
+    return rows
+
+
+@task(name="slow-commands", cache_policy=NO_CACHE)
+def slow_commands(env: Environment, profile: SlowCommandsProfile) -> Measured:
+    """Build the fixtures, time the four O(N) commands from the SLOWLOG, remove the fixtures."""
+    require_scratch(env)
+    client = open_client(env, ROLE)
+    try:
+        identity = server_identity(client)
+        with fixture_keys(client, env) as prefix:
+            build_list(client, f"{prefix}list", profile.list_len)
+            build_hash(client, f"{prefix}hash", profile.hash_fields)
+            build_strings(client, f"{prefix}str:", profile.string_keys)
+            dbsize = client.dbsize()
+            sizes = {"lrange_all": profile.list_len, "hgetall": profile.hash_fields,
+                     "keys_pattern": dbsize, "sort_alpha_limit": profile.list_len}
+            # GETs before the threshold drops: at 0 each would take a SLOWLOG slot.
+            baseline = [_get_counters(client, "before", 0)]
+            for i in range(profile.get_calls):
+                client.execute_command("GET", f"{prefix}str:{i % profile.string_keys}")
+            baseline.append(_get_counters(client, "after", profile.get_calls))
+            with slowlog_span(client, "slow_commands", identity.run_id) as span:
+                with config_changes(client, env, {"slowlog-log-slower-than": 0}):
+                    start = time.perf_counter()
+                    rows = _run_repetitions(client, profile, prefix, sizes)
+                    window_s = time.perf_counter() - start
+    finally:
+        client.close()
+    return Measured(
+        tables={
+            "slow_commands": to_table("slow_commands", rows),
+            "slow_commands_baseline": to_table("slow_commands_baseline", baseline),
+            "slow_commands_span": to_table("slow_commands_span", [span.row()]),
+        },
+        window_s=window_s,
+    )

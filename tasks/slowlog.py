@@ -1,0 +1,199 @@
+"""SLOWLOG collection: read every entry each time, on every environment (read-only too).
+
+Deduplication across collections, lost entries and the tool's own share are derived in SQL
+(sql/03*); this task lands what the server said, with arguments redacted unless asked."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import redis
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from redis.client import NEVER_DECODE
+
+from yardstick import CLIENT_NAME_PREFIX
+from yardstick.config import Environment
+from yardstick.connect import open_client
+from yardstick.info import parse_info
+from yardstick.profiles import SlowlogProfile
+from yardstick.schemas import to_table
+from yardstick.slowlog_parse import SlowlogEntry, parse_slowlog, redact
+from yardstick.tasks.base import Measured, utc_now
+
+# Before 7.0 there is no "-1 = everything": a count far above any slowlog-max-len does it.
+READ_ALL_COUNT_BEFORE_7 = 1_000_000
+
+
+@dataclass(frozen=True)
+class ServerIdentity:
+    """Which server process answered: ids restart with it, counters too."""
+
+    run_id: str
+    version: tuple[int, ...]
+    version_text: str
+    uptime_s: int
+
+
+def server_identity(client: redis.Redis) -> ServerIdentity:
+    """INFO server's run_id, version and uptime."""
+    server = parse_info(client.info("server")).get("server", {})
+    version_text = server.get("redis_version", "0.0.0")
+    version = tuple(int(p) for p in version_text.split(".") if p.isdigit())
+    uptime_s = int(server.get("uptime_in_seconds", 0) or 0)
+    run_id = server.get("run_id", "")
+    if not run_id:
+        # Some managed services hide run_id: the start minute stands in for it (a restart
+        # changes it; a rare minute boundary only starts a new series, never a false loss).
+        run_id = f"started-{(int(time.time()) - uptime_s) // 60}"
+    return ServerIdentity(
+        run_id=run_id, version=version, version_text=version_text, uptime_s=uptime_s
+    )
+
+
+def config_value(client: redis.Redis, key: str) -> int | None:
+    """A numeric CONFIG GET value, or None where CONFIG is renamed or forbidden."""
+    try:
+        value = client.config_get(key).get(key)
+    except redis.exceptions.ResponseError:
+        return None
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def read_entries(
+    client: redis.Redis, identity: ServerIdentity, count: int | None = None
+) -> list[SlowlogEntry]:
+    """SLOWLOG GET: all entries when count is None (-1 on 7.0+, a large count before)."""
+    if count is None:
+        count = -1 if identity.version >= (7, 0) else READ_ALL_COUNT_BEFORE_7
+    # Separate words keep redis-py's SLOWLOG GET callback (which joins arguments) out of the
+    # way; raw bytes keep binary arguments from failing the decoding.
+    reply = client.execute_command("SLOWLOG", "GET", count, **{NEVER_DECODE: True})
+    return parse_slowlog(reply)
+
+
+def newest_entry_id(client: redis.Redis) -> int | None:
+    """Id of the newest SLOWLOG entry, or None when the log is empty."""
+    entries = parse_slowlog(client.execute_command("SLOWLOG", "GET", 1, **{NEVER_DECODE: True}))
+    return entries[0].entry_id if entries else None
+
+
+def find_own_entry(
+    client: redis.Redis, args: list[str], client_name: str, after_id: int | None,
+    look_back: int = 16,
+) -> SlowlogEntry | None:
+    """The newest entry for exactly `args`, sent by `client_name`, logged after `after_id`:
+    the entry of the command just run on this connection (matched, not guessed)."""
+    for entry in parse_slowlog(
+        client.execute_command("SLOWLOG", "GET", look_back, **{NEVER_DECODE: True})
+    ):
+        if after_id is not None and entry.entry_id <= after_id:
+            break
+        # Servers before 4.0 log no client name: the arguments alone must then match.
+        if list(entry.args) == args and entry.client_name in (client_name, None):
+            return entry
+    return None
+
+
+def entry_row(entry: SlowlogEntry, server_run_id: str, keep_args: bool) -> dict:
+    """One lake row for a SLOWLOG entry."""
+    return {
+        "server_run_id": server_run_id,
+        "entry_id": entry.entry_id,
+        "logged_at": datetime.fromtimestamp(entry.logged_at_s, UTC),
+        "duration_us": entry.duration_us,
+        "command": entry.command,
+        "args": list(entry.args) if keep_args else redact(entry.args),
+        "args_redacted": not keep_args,
+        "arg_count": len(entry.args),
+        "arg_count_original": entry.arg_count_original,
+        "complexity": entry.complexity,
+        "client_addr": entry.client_addr,
+        "client_name": entry.client_name,
+        "entry_fields": entry.entry_fields,
+    }
+
+
+@dataclass
+class SlowlogSpan:
+    """The SLOWLOG ids and time an experiment occupied, so that SQL does not count the
+    entries it produced (and the queue then dropped) as application entries lost."""
+
+    family: str
+    server_run_id: str
+    started_at: datetime
+    before_id: int | None
+    finished_at: datetime | None = None
+    last_id: int | None = None
+
+    def row(self) -> dict:
+        """The lake row: ids after `before_id` up to `last_id` belong to the experiment."""
+        before = -1 if self.before_id is None else self.before_id
+        return {
+            "family": self.family, "server_run_id": self.server_run_id,
+            "started_at": self.started_at, "finished_at": self.finished_at,
+            "first_entry_id": None if self.last_id is None else before + 1,
+            "last_entry_id": self.last_id,
+        }
+
+
+@contextmanager
+def slowlog_span(client: redis.Redis, family: str, server_run_id: str) -> Iterator[SlowlogSpan]:
+    """Record the newest SLOWLOG id before and after the block."""
+    span = SlowlogSpan(family, server_run_id, utc_now(), newest_entry_id(client))
+    try:
+        yield span
+    finally:
+        span.finished_at = utc_now()
+        try:
+            last = newest_entry_id(client)
+            span.last_id = last if last is not None and last != span.before_id else None
+        except redis.RedisError:
+            span.last_id = None
+
+
+@task(name="slowlog", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
+def collect_slowlog(env: Environment, profile: SlowlogProfile) -> Measured:
+    """Read every SLOWLOG entry with the settings that decide what gets in and how long it
+    stays; read commands only, so it runs on read-only environments too."""
+    client = open_client(env, "slowlog")
+    try:
+        start = time.perf_counter()
+        identity = server_identity(client)
+        max_len = config_value(client, "slowlog-max-len")
+        slower_than_us = config_value(client, "slowlog-log-slower-than")
+        length = int(client.execute_command("SLOWLOG", "LEN"))
+        count = -1 if identity.version >= (7, 0) else READ_ALL_COUNT_BEFORE_7
+        entries = read_entries(client, identity, count)
+        collected_at = utc_now()
+        read_s = time.perf_counter() - start
+    finally:
+        client.close()
+    collection = {
+        "server_run_id": identity.run_id,
+        "redis_version": identity.version_text,
+        "uptime_s": identity.uptime_s,
+        "collected_at": collected_at,
+        "slowlog_len": length,
+        "slowlog_max_len": max_len,
+        "log_slower_than_us": slower_than_us,
+        "count_requested": count,
+        "entries_returned": len(entries),
+        "args_redacted": not profile.keep_args,
+        "tool_client_prefix": CLIENT_NAME_PREFIX,
+        "read_s": read_s,
+    }
+    rows = [entry_row(e, identity.run_id, profile.keep_args) for e in entries]
+    return Measured(
+        tables={
+            "slowlog_collections": to_table("slowlog_collections", [collection]),
+            "slowlog_entries": to_table("slowlog_entries", rows),
+        }
+    )

@@ -1,0 +1,116 @@
+"""Throughput: the redis-benchmark matrix (clients × pipeline × payload × test), each cell
+repeated, on scratch environments only. Runs in a dedicated, empty database and removes
+what it wrote."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import time
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from yardstick.benchdb import empty_database
+from yardstick.config import Environment
+from yardstick.connect import password_for
+from yardstick.hostload import busy_share, cpu_times
+from yardstick.profiles import ThroughputProfile
+from yardstick.schemas import to_table
+from yardstick.tasks.base import Measured, utc_now
+from yardstick.tools import Tool, ToolFailed, ToolTimeout, find_tool, run_tool
+
+CSV_FIELDS = {
+    "rps": "rps",
+    "avg_latency_ms": "avg_ms",
+    "min_latency_ms": "min_ms",
+    "p50_latency_ms": "p50_ms",
+    "p95_latency_ms": "p95_ms",
+    "p99_latency_ms": "p99_ms",
+    "max_latency_ms": "max_ms",
+}
+
+
+def parse_benchmark_csv(text: str) -> list[dict]:
+    """Rows of `redis-benchmark --csv`: 6.2+ has a header and latency columns; 6.0 has
+    no header and two columns (test, rps)."""
+    records = [r for r in csv.reader(io.StringIO(text)) if r and r[0].strip()]
+    if not records:
+        raise ValueError("redis-benchmark printed no CSV rows")
+    if records[0][0] == "test":
+        header = records[0]
+        rows = []
+        for record in records[1:]:
+            values = dict(zip(header, record, strict=False))
+            row = {"test": values["test"]}
+            row.update({CSV_FIELDS[k]: float(v) for k, v in values.items() if k in CSV_FIELDS})
+            rows.append(row)
+        return rows
+    return [{"test": record[0], "rps": float(record[1])} for record in records]
+
+
+def benchmark_args(
+    tool: Tool, env: Environment, db: int, clients: int, pipeline: int, payload_bytes: int,
+    requests: int, tests: list[str],
+) -> list[str]:
+    """The redis-benchmark command line for one cell (may hold the password: never log it)."""
+    args = [
+        tool.path, "-h", env.host, "-p", str(env.port), "--dbnum", str(db),
+        "-c", str(clients), "-P", str(pipeline), "-d", str(payload_bytes),
+        "-n", str(requests), "-t", ",".join(tests), "--csv",
+    ]
+    password = password_for(env)
+    if password is not None:
+        # redis-benchmark reads no password variable, unlike redis-cli (REDISCLI_AUTH).
+        args += ["-a", password]
+    if env.tls:
+        args += ["--tls"]
+    return args
+
+
+def run_cell(tool: Tool, env: Environment, profile: ThroughputProfile, cell: dict) -> list[dict]:
+    """One redis-benchmark invocation; failures become rows with an error, not exceptions."""
+    started_at, cpu_before, start = utc_now(), cpu_times(), time.perf_counter()
+    # Deeper pipelines finish the same count far sooner: scale it so every cell runs
+    # long enough to be timed.
+    requests = profile.requests * cell["pipeline"]
+    base = {**cell, "started_at": started_at, "requests": requests,
+            "tool_version": tool.version_text}
+    args = benchmark_args(
+        tool, env, profile.db, cell["clients"], cell["pipeline"], cell["payload_bytes"],
+        requests, profile.tests,
+    )
+    try:
+        parsed = parse_benchmark_csv(run_tool(args, timeout_s=profile.timeout_s))
+        status, error = "ok", None
+    except (ToolTimeout, ToolFailed, ValueError) as exc:
+        parsed, status, error = [{"test": t.upper()} for t in profile.tests], "failed", str(exc)
+    timing = {"elapsed_s": time.perf_counter() - start,
+              "host_busy_share": busy_share(cpu_before, cpu_times())}
+    return [{**base, **row, **timing, "status": status, "error": error} for row in parsed]
+
+
+@task(name="throughput", cache_policy=NO_CACHE)
+def throughput(env: Environment, profile: ThroughputProfile) -> Measured:
+    """Run the matrix; repetitions are the outer loop so slow drift spreads over all cells."""
+    tool = find_tool("redis-benchmark")
+    if tool is None:
+        raise RuntimeError("redis-benchmark not installed")
+    rows: list[dict] = []
+    window_s = 0.0
+    cells = list(itertools.product(profile.clients, profile.pipelines, profile.payloads_bytes))
+    with empty_database(env, profile.db, "throughput"):
+        for repetition in range(profile.repetitions):
+            for clients, pipeline, payload_bytes in cells:
+                cell = {"repetition": repetition, "clients": clients, "pipeline": pipeline,
+                        "payload_bytes": payload_bytes}
+                cell_rows = run_cell(tool, env, profile, cell)
+                window_s += cell_rows[0]["elapsed_s"]
+                rows += cell_rows
+    failed = [r for r in rows if r["status"] != "ok"]
+    problems = [f"{len(failed)} of {len(rows)} benchmark rows failed: {failed[0]['error']}"] if (
+        failed
+    ) else []
+    return Measured(tables={"benchmark": to_table("benchmark", rows)}, window_s=window_s,
+                    problems=problems)

@@ -1,0 +1,209 @@
+"""The `yardstick` command as a user meets it: run, report, trend."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import write_config
+from typer.testing import CliRunner
+
+from yardstick import cli
+from yardstick.embedded import free_port
+
+YARDSTICK = Path(sys.executable).parent / "yardstick"
+
+
+def _yardstick(cwd: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """Run the installed `yardstick` script as a user would, with no Prefect settings inherited."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    return subprocess.run(
+        [str(YARDSTICK), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _paths(tmp_path: Path) -> list[str]:
+    return [
+        "--lake",
+        str(tmp_path / "lake"),
+        "--warehouse",
+        str(tmp_path / "w.duckdb"),
+        "--out",
+        str(tmp_path / "out"),
+        "--state-dir",
+        str(tmp_path / "state"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (
+            "environments:\n  - name: a\n    url: redis://127.0.0.1:1/0\n    mode: scratch\n"
+            "    colour: red\n",
+            "environment 'a', field 'colour': unknown field",
+        ),
+        ("environments:\n  - name: a\n    url: [oops\n", "not valid YAML at line"),
+        (
+            "environments:\n  - name: 'a[b]'\n    url: redis://127.0.0.1:1/0\n    mode: scratch\n",
+            "environment 'a[b]', field 'name'",
+        ),
+    ],
+)
+def test_bad_config_is_one_line_exit_2_and_nothing_lands(tmp_path, content, says):
+    config = tmp_path / "bad.yaml"
+    config.write_text(content)
+    result = _yardstick(tmp_path, "run", "--config", str(config), *_paths(tmp_path))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {config}: ") and says in lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+    # Validation happened before Prefect or the lake: nothing was created.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
+
+
+def test_missing_config_and_unknown_env_and_profile_are_one_line():
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["run", "--config", "/nonexistent/envs.yaml"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["error: /nonexistent/envs.yaml: file not found"]
+    result = runner.invoke(cli.app, ["run", "--profile", "weekly"])
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+    assert "'weekly'" in result.stderr and "quick" in result.stderr
+    # Without --config the only environment is the embedded one; said before Prefect starts.
+    result = runner.invoke(cli.app, ["run", "--env", "prod", "--profile", "quick"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "error: --env: no environment 'prod' without --config (known: embedded)"
+    ]
+
+
+def test_unknown_env_lists_the_known_names(tmp_path):
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [
+            {"name": n, "url": f"redis://127.0.0.1:{6390 + i}/0", "mode": "scratch"}
+            for i, n in enumerate(["cache-eu", "cache-us", "sessions"])
+        ],
+    )
+    runner = CliRunner()
+    result = runner.invoke(
+        cli.app, ["run", "--config", str(config), "--env", "nosuch", *_paths(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: {config}: no environment 'nosuch' (known: cache-eu, cache-us, sessions)"
+    ]
+    result = runner.invoke(
+        cli.app, ["run", "--config", str(config), "--env", "cache-uk", *_paths(tmp_path)]
+    )
+    assert result.exit_code == 2 and "cache-eu" in result.stderr and "cache-us" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["envs.yaml"]
+
+
+def test_run_with_a_dead_environment_then_report_and_trend(redis_server, tmp_path, monkeypatch):
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [
+            {"name": "good", "url": redis_server.url, "mode": "read-only"},  # a short run
+            {"name": "dead", "url": f"redis://127.0.0.1:{free_port()}/0", "mode": "scratch"},
+        ],
+    )
+    result = _yardstick(
+        tmp_path, "run", "--config", str(config), "--profile", "quick", *_paths(tmp_path)
+    )
+    # One environment failed: the run says so with its exit code, after reporting.
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout
+    out, warehouse = tmp_path / "out", tmp_path / "w.duckdb"
+    assert {"good.md", "dead.md", "index.md"} <= {p.name for p in out.iterdir()}
+    assert (tmp_path / "state" / "prefect").is_dir()  # Prefect kept its state where told
+    run_id = next((tmp_path / "lake" / "runs").glob("env=good/date=*/*.parquet")).stem
+
+    runner = CliRunner()
+    monkeypatch.setattr(cli.console, "width", 200)  # keep table cells on one line
+    trend = ["trend", "--env", "good", "--warehouse", str(warehouse)]
+    result = runner.invoke(cli.app, [*trend, "--figure", "rtt_client_p99_us"])
+    assert result.exit_code == 0, result.output
+    assert "rtt_client_p99_us on good" in result.stdout and run_id in result.stdout
+    result = runner.invoke(
+        cli.app, [*trend, "--figure", "rtt_client_p99_us", "--since", "2999-01-01"]
+    )
+    assert result.exit_code == 0 and "no history" in result.stdout
+
+    result = runner.invoke(cli.app, [*trend, "--figure", "rtt_p99"])
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert "no figure 'rtt_p99'" in line and "rtt_client_p99_us" in line
+    result = runner.invoke(
+        cli.app,
+        ["trend", "--env", "goood", "--figure", "rtt_client_p99_us", "--warehouse", str(warehouse)],
+    )
+    assert result.exit_code == 2 and "did you mean: good" in result.stderr
+
+    # `report` rebuilds warehouse and reports from the lake alone.
+    good_report = (out / "good.md").read_text()
+    shutil.rmtree(out)
+    warehouse.unlink()
+    result = runner.invoke(
+        cli.app,
+        [
+            "report",
+            "--lake",
+            str(tmp_path / "lake"),
+            "--warehouse",
+            str(warehouse),
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert warehouse.is_file()
+    assert {"good.md", "dead.md", "index.md"} <= {p.name for p in out.iterdir()}
+    assert (out / "good.md").read_text() == good_report
+    assert "**dead**" in (out / "index.md").read_text()
+    result = runner.invoke(cli.app, [*trend, "--figure", "rtt_client_p99_us"])
+    assert result.exit_code == 0 and run_id in result.stdout
+
+
+def test_report_and_trend_without_data_are_one_line(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(cli.app, ["report", "--lake", str(tmp_path / "nolake")])
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+    corrupt = (
+        tmp_path / "lake" / "runs" / "env=a" / "date=2026-01-01" / "20260101T000000Z-0.parquet"
+    )
+    corrupt.parent.mkdir(parents=True)
+    corrupt.write_bytes(b"not parquet")
+    result = runner.invoke(
+        cli.app,
+        [
+            "report",
+            "--lake",
+            str(tmp_path / "lake"),
+            "--warehouse",
+            str(tmp_path / "w.duckdb"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    )
+    assert result.exit_code == 1 and "warehouse not rebuilt" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
+    assert not (tmp_path / "w.duckdb").exists() and not (tmp_path / "out").exists()
+    result = runner.invoke(
+        cli.app,
+        ["trend", "--env", "a", "--figure", "b", "--warehouse", str(tmp_path / "none.duckdb")],
+    )
+    assert result.exit_code == 2 and "no warehouse yet" in result.stderr
+    assert len(result.stderr.splitlines()) == 1

