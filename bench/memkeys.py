@@ -14,6 +14,7 @@ import argparse
 import os
 import random
 import re
+import resource
 import socket
 import statistics
 import subprocess
@@ -101,12 +102,19 @@ class Run:
     total_bytes: int
     busy_share: float  # own commands' commandstats usec ÷ wall time
     cpu_share: float  # server process CPU (all clients) ÷ wall time
+    client_cpu_s: float  # the scanning process's own CPU (user + system)
     extra: str = ""
 
     @property
     def keys_per_s(self) -> float:
         """Keys scanned per second."""
         return self.keys / self.wall_s
+
+    @property
+    def cpu_us_per_key(self) -> tuple[float, float]:
+        """(client, server) CPU µs per key: what a scan costs whatever else the host runs."""
+        return (1e6 * self.client_cpu_s / self.keys,
+                1e6 * self.cpu_share * self.wall_s / self.keys)
 
 
 def _counters(client, commands: set[str]) -> tuple[int, float]:
@@ -120,17 +128,22 @@ def _counters(client, commands: set[str]) -> tuple[int, float]:
 def run_cli(cli: str, port: int, client) -> Run:
     """redis-cli --memkeys, timed from outside; totals from its summary lines."""
     usec0, cpu0 = _counters(client, CLI_COMMANDS)
+    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     out = subprocess.run(
         [cli, "-h", "127.0.0.1", "-p", str(port), "--memkeys"],
         capture_output=True, text=True, check=True, timeout=1800,
     ).stdout
     wall_s = time.perf_counter() - start
+    children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     usec1, cpu1 = _counters(client, CLI_COMMANDS)
     sampled = int(re.search(r"Sampled (\d+) keys", out).group(1))
     total = sum(int(m.group(3)) for m in SUMMARY_RE.finditer(out))
+    cli_cpu_s = (children1.ru_utime - children0.ru_utime) + (
+        children1.ru_stime - children0.ru_stime
+    )
     return Run("redis-cli --memkeys", sampled, wall_s, total, (usec1 - usec0) / 1e6 / wall_s,
-               (cpu1 - cpu0) / wall_s)
+               (cpu1 - cpu0) / wall_s, cli_cpu_s)
 
 
 def run_tool(port: int, client, busy_share: float, scan_count: int) -> Run:
@@ -138,12 +151,14 @@ def run_tool(port: int, client, busy_share: float, scan_count: int) -> Run:
     env = Environment(name="bench", url=f"redis://127.0.0.1:{port}/0", mode="read-only")
     scanner = open_client(env, "keyspace")
     _, cpu0 = _counters(client, TOOL_COMMANDS)
+    own0 = time.process_time()
     start = time.perf_counter()
     result = scan_keyspace(
         scanner, ScanBudget(max_keys=10**9, busy_share=busy_share, max_wall_s=1800),
         scan_count=scan_count, prefix_of=prefix_rule(":", 1),
     )
     wall_s = time.perf_counter() - start
+    own_cpu_s = time.process_time() - own0
     _, cpu1 = _counters(client, TOOL_COMMANDS)
     table_start = time.perf_counter()
     keys_table(result)  # what the task adds before landing: the Arrow table of every key
@@ -153,7 +168,7 @@ def run_tool(port: int, client, busy_share: float, scan_count: int) -> Run:
     return Run(
         "yardstick scan", len(result.keys), wall_s,
         sum(v for v in result.memory_usage_bytes if v is not None), busy_us / 1e6 / wall_s,
-        (cpu1 - cpu0) / wall_s,
+        (cpu1 - cpu0) / wall_s, own_cpu_s,
         extra=f"stop {result.stop_reason}, paused {result.paused_s:.2f} s, "
         f"{result.rounds} rounds, {result.guesses_wrong} length guesses corrected, "
         f"+{table_s:.2f} s to build the Arrow table of every key",
@@ -188,10 +203,12 @@ def main() -> None:
             for run in (run_cli(cli.path, server.port, client),
                         run_tool(server.port, client, args.busy_share, args.scan_count)):
                 runs.append(run)
+                client_us, server_us = run.cpu_us_per_key
                 print(f"  round {round_idx + 1}: {run.tool:20} {run.keys:>9,} keys "
                       f"{run.wall_s:6.2f} s {run.keys_per_s:>9,.0f} keys/s "
                       f"{run.total_bytes:>12,} B  busy {run.busy_share:6.1%}  "
-                      f"server CPU {run.cpu_share:6.1%}  {run.extra}")
+                      f"server CPU {run.cpu_share:6.1%}  CPU µs/key client {client_us:.2f} "
+                      f"server {server_us:.2f}  {run.extra}")
         print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
     def median(tool: str, attr: str) -> float:
@@ -199,6 +216,8 @@ def main() -> None:
 
     cli_kps, tool_kps = median("redis-cli --memkeys", "keys_per_s"), median(
         "yardstick scan", "keys_per_s")
+    # Each round's pair ran back to back: their ratio shares the host's load of that minute.
+    pairs = [t.keys_per_s / c.keys_per_s for c, t in zip(runs[0::2], runs[1::2], strict=True)]
     totals = {r.total_bytes for r in runs}
     ratio = tool_kps / cli_kps
     tool_busy = max(r.busy_share for r in runs if r.tool == "yardstick scan")
@@ -209,7 +228,12 @@ def main() -> None:
           f"{median('yardstick scan', 'busy_share'):.1%} (max {tool_busy:.1%}, budget "
           f"{args.busy_share:.0%})")
     print(f"ratio: {ratio:.2f}× (target ≥ {TARGET_RATIO}×): "
-          f"{'met' if ratio >= TARGET_RATIO else 'NOT met'}")
+          f"{'met' if ratio >= TARGET_RATIO else 'NOT met'}; per round "
+          f"{', '.join(f'{p:.2f}×' for p in pairs)}")
+    for tool in ("redis-cli --memkeys", "yardstick scan"):
+        chosen = [r.cpu_us_per_key for r in runs if r.tool == tool]
+        print(f"CPU per key, {tool}: client {statistics.median(c for c, _ in chosen):.2f} µs, "
+              f"server {statistics.median(s for _, s in chosen):.2f} µs (median)")
     print(f"byte totals: {'equal' if len(totals) == 1 else 'DIFFER'} "
           f"({', '.join(f'{t:,}' for t in sorted(totals))})")
     print(f"within budget: {'yes' if tool_busy <= args.busy_share else 'NO'}")

@@ -103,7 +103,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="yardstick-bench-"))
+    work = Path(tempfile.mkdtemp(prefix="yardstick-orchestration-bench-"))
     _isolated_prefect(work / "state")
     marks = {"imports": 0.0}
 

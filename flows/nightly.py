@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.states import Failed, State
@@ -124,6 +124,38 @@ def render(warehouse_path: str, out_dir: str, run_id: str) -> dict[str, str]:
     return {env: str(path) for env, path in render_reports(warehouse_path, out_dir, run_id).items()}
 
 
+@task(name="publish-artifacts", cache_policy=NO_CACHE)
+def publish(reports: dict[str, str], out_dir: str, warehouse_path: str, run_id: str) -> None:
+    """Show the reports, the comparison and what moved in Prefect's UI as artifacts."""
+    for env, path in reports.items():
+        create_markdown_artifact(
+            markdown=Path(path).read_text(), key=_artifact_key(env),
+            description=f"redis-yardstick report for {env} ({run_id})",
+        )
+    comparison = Path(out_dir) / "comparison.md"
+    if comparison.exists():
+        create_markdown_artifact(
+            markdown=comparison.read_text(), key="yardstick-comparison",
+            description=f"environments side by side on ratios ({run_id})",
+        )
+    con = warehouse.connect_read_only(warehouse_path)
+    try:
+        cursor = con.execute(
+            "select env, figure, subject, nature, round(value, 6) as value, unit,"
+            " round(baseline_median, 6) as baseline_median,"
+            " round(change_share * 100, 2) as change_pct, verdict"
+            " from changes where verdict not in ('steady', 'new') order by env, verdict, figure"
+        )
+        names = [d[0] for d in cursor.description]
+        moved = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    finally:
+        con.close()
+    create_table_artifact(
+        table=moved or [{"verdict": "nothing moved beyond noise"}], key="yardstick-changes",
+        description=f"figures that moved beyond noise in the latest runs ({run_id})",
+    )
+
+
 def _artifact_key(env: str) -> str:
     """Prefect artifact keys allow lowercase letters, digits and dashes only."""
     return "yardstick-" + re.sub(r"[^a-z0-9-]+", "-", env.lower()).strip("-")
@@ -161,11 +193,7 @@ def nightly(
     reports = render(warehouse_path, out_dir, run_id)
     for outcome in outcomes:
         outcome.report = reports.get(outcome.env)
-        if outcome.report:
-            create_markdown_artifact(
-                markdown=Path(outcome.report).read_text(), key=_artifact_key(outcome.env),
-                description=f"redis-yardstick report for {outcome.env} ({run_id})",
-            )
+    publish(reports, out_dir, warehouse_path, run_id)
     summary = RunSummary(
         run_id=run_id, profile=chosen.name, lake_dir=lake_dir, warehouse_path=warehouse_path,
         out_dir=out_dir, wall_s=time.perf_counter() - wall_start, outcomes=outcomes,

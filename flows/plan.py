@@ -1,4 +1,4 @@
-"""The plan of a run: which families run on which environment, and which environments share a host."""
+"""The plan of a run: which families run where, and which environments share a host."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 from yardstick.config import ConfigError, Environment
 from yardstick.profiles import Profile
-from yardstick.tools import find_tool
 from yardstick.tasks.agreement import agreement
 from yardstick.tasks.base import Measured, Skipped
 from yardstick.tasks.contention import contention
@@ -23,6 +22,7 @@ from yardstick.tasks.slow_commands import slow_commands
 from yardstick.tasks.slowlog import collect_slowlog
 from yardstick.tasks.throughput import throughput
 from yardstick.tasks.transport import transport
+from yardstick.tools import find_tool
 
 
 @dataclass(frozen=True)

