@@ -9,14 +9,12 @@ from __future__ import annotations
 import time
 
 from prefect import flow
-from prefect.futures import PrefectFuture
 from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
 from yardstick import lake
-from yardstick.flows.nightly import measure_environment
-from yardstick.flows.plan import host_group_label, host_groups
+from yardstick.flows.nightly import measure_environments
 from yardstick.flows.targets import environments
 from yardstick.outcome import EnvOutcome
 from yardstick.profiles import Profile, SlowlogProfile, get_profile
@@ -60,17 +58,10 @@ def collect(
     profile = collect_profile(keep_slowlog_args)
     run_id = lake.new_run_id()
     with environments(config_path, env_names) as (envs, server_binary):
-        futures: list[PrefectFuture] = []
-        for group in host_groups(envs):
-            # Same rule as the nightly run: one server host is read by one thing at a time.
-            previous: PrefectFuture | None = None
-            for env in group:
-                previous = measure_environment.submit(
-                    env, profile, run_id, lake_dir, host_group_label(group), server_binary,
-                    families=COLLECT_FAMILIES, wait_for=[previous] if previous else None,
-                )
-                futures.append(previous)
-        outcomes = [future.result() for future in futures]
+        # Same rule as the nightly run: one server host is read by one thing at a time.
+        outcomes = measure_environments(
+            envs, profile, run_id, lake_dir, server_binary, families=COLLECT_FAMILIES
+        )
     summary = CollectSummary(
         run_id=run_id, lake_dir=lake_dir, wall_s=time.perf_counter() - wall_start,
         outcomes=outcomes,

@@ -9,6 +9,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.concurrency.sync import concurrency
 from prefect.futures import PrefectFuture
 from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -16,7 +17,8 @@ from prefect.utilities.annotations import quote
 
 from yardstick import __version__, lake, warehouse
 from yardstick.config import Environment
-from yardstick.flows.plan import RunContext, families_for, host_group_label, host_groups
+from yardstick.flows.hostlock import ensure_host_limits, host_limit_name
+from yardstick.flows.plan import Family, RunContext, families_for, host_group_label, host_groups
 from yardstick.flows.targets import environments
 from yardstick.outcome import EnvOutcome, RunSummary
 from yardstick.profiles import Profile, get_profile
@@ -52,39 +54,51 @@ def measure_environment(
 ) -> EnvOutcome:
     """Run each applicable family (all, or those named) on one environment and land its
     tables; never raises."""
-    logger = get_run_logger()
     started_at, start = utc_now(), time.perf_counter()
     steps: list[dict] = []
     unreachable: str | None = None
     context = RunContext(server_binary=server_binary, peers=peers or {})
-    for family in families_for(env, families):
-        step_start, step_started_at = time.perf_counter(), utc_now()
-        step = {"family": family.name, "started_at": step_started_at, "window_s": 0.0}
-        skip = family.skip_reason(env)
-        if unreachable:
-            skip = f"not attempted: server unreachable ({unreachable})"
-        if skip:
-            steps.append({**step, "status": "skipped", "reason": skip,
-                          "finished_at": step_started_at, "duration_s": 0.0})
-            continue
-        try:
-            measured = family.run(env, profile, context)
-            for table, data in measured.tables.items():
-                lake.write(lake_dir, table, env.name, run_id, data)
-            status = "failed" if measured.problems else "ok"
-            reason = "; ".join(measured.problems) or None
-            step.update(status=status, reason=reason, window_s=measured.window_s)
-        except Skipped as exc:
-            step.update(status="skipped", reason=str(exc))
-        except Exception as exc:  # one family failing must not stop the others
-            reason = _one_line(exc)
-            logger.warning("%s: %s failed: %s", env.name, family.name, reason)
-            step.update(status="failed", reason=reason)
-            if _unreachable(exc):
-                unreachable = reason
-        step.update(finished_at=utc_now(), duration_s=time.perf_counter() - step_start)
-        steps.append(step)
+    # Hold the host's slot for the whole environment: a collection started by another flow
+    # waits instead of measuring a server mid-experiment.
+    with concurrency(host_limit_name(host_group), occupy=1, strict=False):
+        for family in families_for(env, families):
+            steps.append(_run_family(family, env, profile, context, run_id, lake_dir, unreachable))
+            if steps[-1].get("unreachable"):
+                unreachable = steps[-1].pop("unreachable")
     return _record_run(env, profile, run_id, lake_dir, host_group, started_at, start, steps)
+
+
+def _run_family(
+    family: Family, env: Environment, profile: Profile, context: RunContext, run_id: str,
+    lake_dir: str, unreachable: str | None,
+) -> dict:
+    """Run one family and land its tables; return its step row (with `unreachable` set when
+    the failure means the server cannot be reached)."""
+    step_start, step_started_at = time.perf_counter(), utc_now()
+    step = {"family": family.name, "started_at": step_started_at, "window_s": 0.0}
+    skip = family.skip_reason(env)
+    if unreachable:
+        skip = f"not attempted: server unreachable ({unreachable})"
+    if skip:
+        return {**step, "status": "skipped", "reason": skip, "finished_at": step_started_at,
+                "duration_s": 0.0}
+    try:
+        measured = family.run(env, profile, context)
+        for table, data in measured.tables.items():
+            lake.write(lake_dir, table, env.name, run_id, data)
+        status = "failed" if measured.problems else "ok"
+        reason = "; ".join(measured.problems) or None
+        step.update(status=status, reason=reason, window_s=measured.window_s)
+    except Skipped as exc:
+        step.update(status="skipped", reason=str(exc))
+    except Exception as exc:  # one family failing must not stop the others
+        reason = _one_line(exc)
+        get_run_logger().warning("%s: %s failed: %s", env.name, family.name, reason)
+        step.update(status="failed", reason=reason)
+        if _unreachable(exc):
+            step["unreachable"] = reason
+    step.update(finished_at=utc_now(), duration_s=time.perf_counter() - step_start)
+    return step
 
 
 def _record_run(
@@ -110,6 +124,29 @@ def _record_run(
         env=env.name, mode=env.mode, status=status, duration_s=duration_s,
         window_s=sum(s["window_s"] for s in steps), error=error or None,
     )
+
+
+def measure_environments(
+    envs: list[Environment], profile: Profile, run_id: str, lake_dir: str,
+    server_binary: dict[str, str] | None = None, families: list[str] | None = None,
+) -> list[EnvOutcome]:
+    """Submit every environment: one host group after another inside, groups side by side."""
+    futures: list[PrefectFuture] = []
+    groups = host_groups(envs)
+    ensure_host_limits([host_group_label(group) for group in groups])
+    for group in groups:
+        # Environments on one host run one after another: a measurement perturbs the next.
+        previous: PrefectFuture | None = None
+        for env in group:
+            previous = measure_environment.submit(
+                # quote(): Prefect need not walk the profile looking for futures (a model
+                # field named `keys` would make it mistake the model for a dict).
+                env, quote(profile), run_id, lake_dir, host_group_label(group), server_binary,
+                families=families, peers={e.name: e for e in envs},
+                wait_for=[previous] if previous else None,
+            )
+            futures.append(previous)
+    return [future.result() for future in futures]
 
 
 @task(name="build-warehouse", cache_policy=NO_CACHE)
@@ -175,20 +212,7 @@ def nightly(
     chosen = get_profile(profile)
     run_id = lake.new_run_id()
     with environments(config_path, env_names) as (envs, server_binary):
-        futures: list[PrefectFuture] = []
-        for group in host_groups(envs):
-            # Environments on one host run one after another: a measurement perturbs the next.
-            previous: PrefectFuture | None = None
-            for env in group:
-                previous = measure_environment.submit(
-                    # quote(): Prefect need not walk the profile looking for futures (a
-                    # model field named `keys` would make it mistake the model for a dict).
-                    env, quote(chosen), run_id, lake_dir, host_group_label(group), server_binary,
-                    peers={e.name: e for e in envs},
-                    wait_for=[previous] if previous else None,
-                )
-                futures.append(previous)
-        outcomes = [future.result() for future in futures]
+        outcomes = measure_environments(envs, chosen, run_id, lake_dir, server_binary)
     build_warehouse(lake_dir, warehouse_path)
     reports = render(warehouse_path, out_dir, run_id)
     for outcome in outcomes:

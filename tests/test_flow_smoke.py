@@ -41,3 +41,32 @@ def test_flow_on_scratch_server(prefect_server, redis_server, tmp_path):
     assert "The environment, before the numbers" in report
     assert "absolute (this machine only)" in report and "ratio (transfers)" in report
     assert "scratch-a.md" in (tmp_path / "out" / "index.md").read_text()
+
+
+def test_one_measurement_per_host_across_flows(prefect_server):
+    """The host's 1-slot limit exists and is held while an environment is measured."""
+    import threading
+    import time
+
+    from prefect.client.orchestration import get_client
+    from prefect.concurrency.sync import concurrency
+
+    from yardstick.flows.hostlock import ensure_host_limits
+
+    (name,) = ensure_host_limits(["localhost"])
+    with get_client(sync_client=True) as client:
+        assert client.read_global_concurrency_limit_by_name(name).limit == 1
+    entered: list[float] = []
+
+    def second() -> None:
+        with concurrency(name, occupy=1, strict=True):
+            entered.append(time.monotonic())
+
+    with concurrency(name, occupy=1, strict=True):
+        held_since = time.monotonic()
+        other = threading.Thread(target=second)
+        other.start()
+        time.sleep(1.5)
+        released = time.monotonic()
+    other.join(timeout=60)
+    assert entered and entered[0] >= released > held_since
