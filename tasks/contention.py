@@ -21,6 +21,7 @@ from yardstick.profiles import ContentionProfile
 from yardstick.schemas import to_table
 from yardstick.scratch import build_list, config_changes, fixture_keys, require_scratch
 from yardstick.tasks.base import Measured, utc_now
+from yardstick.tasks.roundtrip import probe_window
 from yardstick.tasks.slowlog import (
     config_value,
     newest_entry_id,
@@ -29,34 +30,9 @@ from yardstick.tasks.slowlog import (
     slowlog_span,
 )
 
-PING_REQUEST = b"*1\r\n$4\r\nPING\r\n"
-PONG_REPLY = b"+PONG\r\n"
 VICTIM, CULPRIT = "victim", "culprit"
 # How long the victim waits for the culprit's first SORT before giving up.
 CULPRIT_START_TIMEOUT_S = 30.0
-
-
-def probe(sock, duration_s: float, interval_s: float) -> list[float]:
-    """PING on a raw socket until `duration_s` has passed; each RTT in µs."""
-    rtts_us: list[float] = []
-    deadline_ns = time.perf_counter_ns() + int(duration_s * 1e9)
-    while True:
-        start_ns = time.perf_counter_ns()
-        sock.sendall(PING_REQUEST)
-        reply = sock.recv(64)
-        while not reply.endswith(b"\r\n"):
-            chunk = sock.recv(64)
-            if not chunk:
-                raise ConnectionError("victim connection closed during PING")
-            reply += chunk
-        end_ns = time.perf_counter_ns()
-        if reply != PONG_REPLY:
-            raise RuntimeError(f"victim PING answered {reply[:60]!r}")
-        rtts_us.append((end_ns - start_ns) / 1000)
-        if end_ns >= deadline_ns:
-            return rtts_us
-        if interval_s > 0:
-            time.sleep(interval_s)
 
 
 class Culprit(threading.Thread):
@@ -105,7 +81,7 @@ def _windows(sock, phase: str, first_idx: int, profile: ContentionProfile) -> li
     rows = []
     for i in range(count):
         started_at, start = utc_now(), time.perf_counter()
-        rtts = probe(sock, profile.window_s, profile.interval_ms / 1000)
+        rtts = probe_window(sock, profile.window_s, profile.interval_ms / 1000)
         rows.append(
             {"phase": phase, "window_idx": first_idx + i, "started_at": started_at,
              "window_s": time.perf_counter() - start, "samples": len(rtts),
