@@ -244,6 +244,7 @@ def test_a_failing_build_leaves_the_previous_warehouse_intact(lake_copy, tmp_pat
 
     # 1. A corrupt file in the lake: loading fails.
     bad = lake.file_path(lake_copy, "ping_windows", ENV, "20261129T000000Z-badbad")
+    bad.parent.mkdir(parents=True, exist_ok=True)
     bad.write_bytes(b"this is not parquet")
     with pytest.raises(duckdb.Error):
         warehouse.build(lake_copy, target)

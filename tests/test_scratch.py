@@ -129,7 +129,7 @@ def test_slow_commands_failing_halfway_leave_nothing_behind(server, monkeypatch)
 
 def test_contention_failing_during_the_loop_leaves_nothing_behind(server, monkeypatch):
     # The second probe window is the first one during the culprit's loop.
-    seen = _fail_on_call(monkeypatch, server, contention_task, "probe", 2)
+    seen = _fail_on_call(monkeypatch, server, contention_task, "probe_window", 2)
     profile = ContentionProfile(list_len=2000, before_s=0.1, during_s=0.2, after_s=0.1,
                                 window_s=0.1)
     with pytest.raises(Injected):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 import matplotlib
+from matplotlib import cycler
 
 # No display anywhere the flows run; Agg also keeps pyplot, if anyone imports it, headless.
 matplotlib.use("Agg")
@@ -34,8 +35,14 @@ MAX_SUBJECTS = 4
 MIN_RUNS = 2
 MAX_DOTS = 120
 
-# Text stays text (small files), and ids are salted so the same data gives the same bytes.
-_RC = {"svg.fonttype": "none", "svg.hashsalt": "yardstick", "font.size": 9}
+# Text stays text (small files), and ids are salted so the same data gives the same bytes;
+# series colours leave red to the change points.
+_RC = {
+    "svg.fonttype": "none",
+    "svg.hashsalt": "yardstick",
+    "font.size": 9,
+    "axes.prop_cycle": cycler(color=["tab:blue", "tab:orange", "tab:green", "tab:purple"]),
+}
 # Without a Date the SVG does not change when nothing it shows changed.
 _METADATA = {"Date": None}
 
@@ -164,7 +171,7 @@ def _trend_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
         for at, _version in changed:
             ax.axvline(at, color="0.45", linestyle=":", linewidth=1.4)
         if len(in_panel) > 1:
-            ax.legend(fontsize=7, loc="upper left", frameon=False)
+            ax.legend(fontsize=7, loc="upper left", framealpha=0.8, ncols=len(in_panel))
         ax.grid(True, axis="y", alpha=0.3)
     # One key for the markers, written once above the panels.
     fig.legend(
