@@ -2,20 +2,27 @@
    decide whether two points may be compared, a rolling baseline (median and MAD of the
    previous runs) and the verdict on the latest run. */
 create or replace table run_environment as
-/* One row per environment per run: the facts, and where they changed. */
-with facts as (
+/* One row per environment per run: the facts, and where they changed. Runs without a
+   fingerprint (collections, unreachable servers) inherit the segment of the last run that
+   had one, so their absolutes are compared within the right environment. */
+with runs as (
+    select r.run_id, r.env, r.started_at, r.status, r.profile,
+    from stg_runs as r
+),
+
+facts as (
     select
-        r.run_id, r.env, r.started_at, r.status,
+        r.run_id, r.env, r.started_at,
         e.redis_version, e.server_cores, e.server_cpu_model, e.transport,
         e.prober_load_1m,
-    from stg_runs as r
-    left join env_facts as e on e.run_id = r.run_id and e.env = r.env
+    from runs as r
+    join env_facts as e on e.run_id = r.run_id and e.env = r.env
+    where e.redis_version is not null   /* runs that reached the server */
 ),
 
 compared as (
     select
         *,
-        lag(redis_version) over w as previous_version,
         /* A new Redis version, CPU, core count or transport makes another environment:
            absolutes from before do not describe it. */
         lag(run_id) over w is not null and (
@@ -25,16 +32,32 @@ compared as (
             or transport is distinct from lag(transport) over w
         ) as environment_changed,
     from facts
-    where redis_version is not null   /* runs that reached the server */
     window w as (partition by env order by started_at, run_id)
+),
+
+segmented as (
+    select
+        *,
+        sum(environment_changed::int) over (
+            partition by env order by started_at, run_id
+        ) as segment,
+    from compared
 )
 
 select
-    *,
-    sum(environment_changed::int) over (
-        partition by env order by started_at, run_id
+    r.run_id, r.env, r.started_at, r.status, r.profile,
+    s.redis_version, s.server_cores, s.server_cpu_model, s.transport, s.prober_load_1m,
+    coalesce(s.environment_changed, false) as environment_changed,
+    coalesce(
+        s.segment,
+        last_value(s.segment ignore nulls) over (
+            partition by r.env order by r.started_at, r.run_id
+            rows between unbounded preceding and current row
+        ),
+        0
     ) as segment,
-from compared;
+from runs as r
+left join segmented as s on s.run_id = r.run_id and s.env = r.env;
 
 create or replace table figure_trends as
 with points as (
@@ -77,8 +100,10 @@ select
     *,
     (value - baseline_median) / nullif(abs(baseline_median), 0) as change_share,
     /* 1.4826 × MAD estimates a standard deviation robustly; the larger of it and the plain
-       standard deviation, times 4, bounds the noise. 3 would raise a false alarm for one
-       figure in 370 every night: with hundreds of figures per environment, most nights. */
+       stdev, times 4, bounds the noise. 3 would raise a false alarm for one figure in 370
+       every night: with hundreds of figures per environment, most nights. A step inside
+       the baseline window widens the band (and may mark the series unstable) until the
+       window has moved past it: a late verdict rather than a false one. */
     4 * greatest(1.4826 * baseline_mad, baseline_stddev) as noise_band,
     baseline_stddev / nullif(abs(baseline_median), 0) > 0.10 as unstable,
 from baselines
@@ -92,18 +117,25 @@ from figure_trends;
 
 create or replace table changes as
 /* The verdict on each environment's latest run, figure by figure. */
-with latest as (
-    select * from figure_trends
-    qualify row_number() over (
-        partition by env, figure, subject order by started_at desc, run_id desc
-    ) = 1
+with latest_runs as (
+    /* Each environment's latest full run: a series missing from it is not "latest". */
+    select run_id, env from stg_runs
+    where profile is distinct from 'collect'
+    qualify row_number() over (partition by env order by started_at desc, run_id desc) = 1
+),
+
+latest as (
+    select t.* from figure_trends as t
+    join latest_runs as l on l.run_id = t.run_id and l.env = t.env
 ),
 
 judged as (
     select
         *,
         case
-            when nature = 'absolute' and environment_changed then 'environment changed'
+            /* Flagged, never called a regression: absolutes describe another machine now,
+               and a ratio that moved with the version is news about the version. */
+            when environment_changed then 'environment changed'
             when coalesce(baseline_n, 0) < 3 then 'new'
             when unstable then 'unstable'
             when abs(change_share) >= 0.05 and abs(value - baseline_median) > noise_band

@@ -99,7 +99,7 @@ def test_pure_noise_is_no_regression(tmp_path):
 
 def test_a_noisy_series_is_unstable_not_judged(tmp_path):
     rng = random.Random(13)
-    for day in range(25):
+    for day in range(40):
         land_run(tmp_path / "lake", "a", day, noisy(10, 0.15, rng), noisy(1e5, 0.15, rng))
     con = build(tmp_path)
     assert verdict(con, "a", *SPEEDUP) == "unstable"
@@ -154,3 +154,24 @@ def test_cli_on_empty_and_unknown(tmp_path):
         app, ["trend", "--env", "a", "--figure", "pipeline_speedup", "--subject", "set c1 3B",
               "--warehouse", str(tmp_path / "w.duckdb")])
     assert result.exit_code == 0 and "latest run: new" in result.output
+
+
+def test_changes_speak_only_of_the_latest_run(tmp_path):
+    """A family missing tonight leaves no verdict from an older night under 'latest run'."""
+    for day in range(5):
+        land_run(tmp_path / "lake", "a", day, 10.0, 1e5)
+    started = START + timedelta(days=5)
+    run_id = lake.new_run_id(started)  # tonight: the benchmark did not run
+    lake.write(tmp_path / "lake", "runs", "a", run_id, to_table("runs", [{
+        "profile": "nightly", "started_at": started, "status": "partial", "mode": "scratch",
+    }]))
+    con = build(tmp_path)
+    assert con.execute("select count(*) from changes").fetchone()[0] == 0
+
+
+def test_a_ratio_that_moves_with_a_new_version_is_flagged(tmp_path):
+    rng = random.Random(21)
+    for day in range(20):
+        version, speedup = ("7.0.15", 10.0) if day < 19 else ("7.4.1", 7.0)
+        land_run(tmp_path / "lake", "a", day, noisy(speedup, 0.02, rng), 1e5, version=version)
+    assert verdict(build(tmp_path), "a", *SPEEDUP) == "environment changed"
