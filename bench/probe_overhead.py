@@ -11,7 +11,7 @@ import time
 import redis
 
 from yardstick.embedded import RedisProcess
-from yardstick.tasks.roundtrip import probe_window
+from yardstick.tasks.roundtrip import probe_socket, probe_window
 from yardstick.tasks.throughput import parse_benchmark_csv
 from yardstick.tools import find_tool, run_tool
 
@@ -19,12 +19,10 @@ from yardstick.tools import find_tool, run_tool
 def probe_p50_us(port: int, window_s: float) -> float:
     """p50 of the lean probe (pre-encoded PING on the raw socket), back to back."""
     client = redis.Redis(host="127.0.0.1", port=port)
-    conn = client.connection_pool.get_connection()
-    conn.connect()
     try:
-        return statistics.median(probe_window(conn._sock, window_s, 0.0))
+        with probe_socket(client) as sock:
+            return statistics.median(probe_window(sock, window_s, 0.0))
     finally:
-        client.connection_pool.release(conn)
         client.close()
 
 

@@ -21,7 +21,7 @@ from yardstick.profiles import ContentionProfile
 from yardstick.schemas import to_table
 from yardstick.scratch import build_list, config_changes, fixture_keys, require_scratch
 from yardstick.tasks.base import Measured, utc_now
-from yardstick.tasks.roundtrip import probe_window
+from yardstick.tasks.roundtrip import probe_socket, probe_window
 from yardstick.tasks.slowlog import (
     config_value,
     newest_entry_id,
@@ -115,10 +115,7 @@ def contention(env: Environment, profile: ContentionProfile) -> Measured:
             with slowlog_span(control, "contention", identity.run_id) as span:
                 with config_changes(control, env, changes):
                     baseline_id = newest_entry_id(control)
-                    conn = victim.connection_pool.get_connection()
-                    try:
-                        conn.connect()
-                        sock = conn._sock  # noqa: SLF001 - the lean probe needs the raw socket
+                    with probe_socket(victim) as sock:
                         windows += _windows(sock, "before", 0, profile)
                         counters += _counters(control, "before")
                         culprit = Culprit(env, sort_args, profile.max_culprit_commands)
@@ -136,8 +133,6 @@ def contention(env: Environment, profile: ContentionProfile) -> Measured:
                             raise culprit.error
                         counters += _counters(control, "after")
                         windows += _windows(sock, "after", len(windows), profile)
-                    finally:
-                        victim.connection_pool.release(conn)
                     entries = [
                         e for e in read_entries(control, identity)
                         if baseline_id is None or e.entry_id > baseline_id

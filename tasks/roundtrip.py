@@ -7,9 +7,12 @@ windows are pooled (no averages of averages)."""
 from __future__ import annotations
 
 import math
+import socket
 import time
 from array import array
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import redis
 from prefect import task
@@ -70,6 +73,20 @@ def probe_window(sock, window_s: float, interval_s: float) -> array:
             time.sleep(interval_s)
 
 
+@contextmanager
+def probe_socket(client: redis.Redis) -> Iterator[socket.socket]:
+    """A dedicated connection from the client's pool, as a raw socket for the lean probe.
+
+    redis-py does AUTH, TLS, SELECT and CLIENT SETNAME on connect; the probe then writes its
+    pre-encoded PINGs on the socket directly."""
+    conn = client.connection_pool.get_connection()
+    try:
+        conn.connect()
+        yield conn._sock  # noqa: SLF001 - the lean probe needs the raw socket
+    finally:
+        client.connection_pool.release(conn)
+
+
 def histogram_rows(window_idx: int, rtts_us: array) -> list[dict]:
     """One row per non-empty bucket of a window's RTTs."""
     counts = Counter(bucket_of(rtt) for rtt in rtts_us)
@@ -113,33 +130,28 @@ def round_trip(env: Environment, profile: RoundTripProfile) -> Measured:
     client = open_client(env, "roundtrip")
     windows, histogram, counters, percentiles = [], [], [], []
     window_s_total = 0.0
-    # A dedicated connection from the pool: AUTH, TLS, SELECT and CLIENT SETNAME are done
-    # by redis-py; the probe then talks on its socket directly.
-    probe = client.connection_pool.get_connection()
     try:
-        probe.connect()
-        sock = probe._sock  # noqa: SLF001 - the lean probe needs the raw socket
-        for window_idx in range(profile.windows):
-            counters += commandstats_rows(client, window_idx, "before")
-            started_at, cpu_before = utc_now(), cpu_times()
-            start = time.perf_counter()
-            rtts_us = probe_window(sock, profile.window_s, profile.interval_ms / 1000)
-            elapsed_s = time.perf_counter() - start
-            cpu_after = cpu_times()
-            counters += commandstats_rows(client, window_idx, "after")
-            percentiles += latencystats_rows(client, window_idx)
-            window_s_total += elapsed_s
-            windows.append(
-                {"window_idx": window_idx, "started_at": started_at, "window_s": elapsed_s,
-                 "interval_ms": profile.interval_ms, "samples": len(rtts_us),
-                 "rtt_min_us": min(rtts_us), "rtt_max_us": max(rtts_us),
-                 "rtt_mean_us": sum(rtts_us) / len(rtts_us),
-                 # The prober's machine; it is the server's only when the prober is local.
-                 "host_busy_share": busy_share(cpu_before, cpu_after)}
-            )
-            histogram += histogram_rows(window_idx, rtts_us)
+        with probe_socket(client) as sock:
+            for window_idx in range(profile.windows):
+                counters += commandstats_rows(client, window_idx, "before")
+                started_at, cpu_before = utc_now(), cpu_times()
+                start = time.perf_counter()
+                rtts_us = probe_window(sock, profile.window_s, profile.interval_ms / 1000)
+                elapsed_s = time.perf_counter() - start
+                cpu_after = cpu_times()
+                counters += commandstats_rows(client, window_idx, "after")
+                percentiles += latencystats_rows(client, window_idx)
+                window_s_total += elapsed_s
+                windows.append(
+                    {"window_idx": window_idx, "started_at": started_at, "window_s": elapsed_s,
+                     "interval_ms": profile.interval_ms, "samples": len(rtts_us),
+                     "rtt_min_us": min(rtts_us), "rtt_max_us": max(rtts_us),
+                     "rtt_mean_us": sum(rtts_us) / len(rtts_us),
+                     # The prober's machine; it is the server's only when the prober is local.
+                     "host_busy_share": busy_share(cpu_before, cpu_after)}
+                )
+                histogram += histogram_rows(window_idx, rtts_us)
     finally:
-        client.connection_pool.release(probe)
         client.close()
     return Measured(
         tables={

@@ -14,7 +14,7 @@ from yardstick.connect import open_client
 from yardstick.profiles import ThroughputProfile, TransportProfile
 from yardstick.schemas import to_table
 from yardstick.tasks.base import Measured, utc_now
-from yardstick.tasks.roundtrip import probe_window
+from yardstick.tasks.roundtrip import probe_socket, probe_window
 from yardstick.tasks.throughput import run_cell
 from yardstick.tools import find_tool
 
@@ -22,12 +22,10 @@ from yardstick.tools import find_tool
 def _ping_round(env: Environment, window_s: float, interval_s: float) -> dict:
     """One PING window on `env`: exact mean and minimum RTT."""
     client = open_client(env, "transport")
-    probe = client.connection_pool.get_connection()
     try:
-        probe.connect()
-        rtts_us = probe_window(probe._sock, window_s, interval_s)  # noqa: SLF001
+        with probe_socket(client) as sock:
+            rtts_us = probe_window(sock, window_s, interval_s)
     finally:
-        client.connection_pool.release(probe)
         client.close()
     return {"samples": len(rtts_us), "rtt_mean_us": sum(rtts_us) / len(rtts_us),
             "rtt_min_us": min(rtts_us)}
