@@ -91,7 +91,7 @@ def _steps(lake_dir: Path, run_id: str) -> list[dict]:
     import pyarrow.parquet as pq
 
     rows: list[dict] = []
-    for path in sorted(lake_dir.glob(f"steps/env=*/date=*/{run_id}.parquet")):
+    for path in sorted(lake_dir.glob(f"steps/env=*/period=*/{run_id}.parquet")):
         env = path.parts[-3].removeprefix("env=")
         rows += [{**row, "env": env} for row in pq.read_table(path).to_pylist()]
     return rows

@@ -2,27 +2,74 @@
 minutes. The SLOWLOG is a queue that forgets (128 entries by default): it has to be
 collected, not consulted the next day. Read commands only, so read-only environments are
 collected too (through the guard); nothing is built or rendered here, the nightly run
-reports what the collections gathered."""
+reports what the collections gathered.
+
+It runs 288 times a day, each time in a fresh process under the worker, so it is kept cheap:
+no task runs (the environments are read in plain threads inside the flow run; a task run per
+environment and per family cost 4 task runs, their states, events and log lines each time
+in Prefect's database), and imports that stop short of the warehouse, reports and charts."""
 
 from __future__ import annotations
 
+import contextvars
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
-from prefect import flow
+from prefect import flow, get_run_logger
+from prefect.concurrency.sync import concurrency
 from prefect.states import Failed, State
-from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel
 
-from yardstick import lake
-from yardstick.flows.nightly import measure_environments
+from yardstick import compaction, lake
+from yardstick.config import Environment
+from yardstick.flows.hostlock import ensure_host_limits, host_limit_name
+from yardstick.flows.landing import record_run, run_family
+from yardstick.flows.plan import (
+    Family,
+    RunContext,
+    families_for,
+    host_group_label,
+    host_groups,
+)
 from yardstick.flows.targets import environments
 from yardstick.outcome import EnvOutcome
 from yardstick.profiles import Profile, SlowlogProfile, get_profile
+from yardstick.tasks.base import Measured, Skipped, utc_now
+from yardstick.tasks.counters import snapshot_counters
+from yardstick.tasks.latency_monitor import collect_latency
+from yardstick.tasks.slowlog import collect_slowlog
 
 # The families a collection runs: each reads, none changes the server.
 COLLECT_FAMILIES = ["slowlog", "latency_monitor", "counters"]
 # Runs land with this profile name, which tells collections apart from measurement runs.
 COLLECT_PROFILE = "collect"
+# The tables a collection lands (runs and steps included), and how many of a month's files
+# pile up before they are merged: 24 collections is 2 hours at the 5-minute schedule.
+COLLECT_TABLES = [
+    "runs",
+    "steps",
+    "slowlog_collections",
+    "slowlog_entries",
+    "latency_collections",
+    "latency_latest",
+    "latency_history",
+    "commandstats_snapshots",
+]
+COMPACT_AFTER_FILES = 25
+# Host groups read side by side at most (the nightly flow's task runner had 8 workers).
+MAX_PARALLEL_GROUPS = 8
+# The families' @task declarations retry once after 1 s; called plainly, the same is done here.
+RETRIES = 1
+RETRY_DELAY_S = 1.0
+
+# Each collection family as a plain call of its task's function (Task.fn): no task run.
+PLAIN_RUNS: dict[str, Callable[[Environment, Profile, RunContext], Measured]] = {
+    "slowlog": lambda env, profile, ctx: collect_slowlog.fn(env, profile.slowlog),
+    "latency_monitor": lambda env, profile, ctx: collect_latency.fn(env),
+    "counters": lambda env, profile, ctx: snapshot_counters.fn(env),
+}
 
 
 class CollectSummary(BaseModel):
@@ -46,24 +93,121 @@ def collect_profile(keep_slowlog_args: bool = False) -> Profile:
     )
 
 
-@flow(name="yardstick-collect", task_runner=ThreadPoolTaskRunner(max_workers=8), log_prints=True)
+def _retrying(
+    run: Callable[[Environment, Profile, RunContext], Measured],
+) -> Callable[[Environment, Profile, RunContext], Measured]:
+    """`run`, tried once more after RETRY_DELAY_S when it raises (not when it skips)."""
+
+    def attempt(env: Environment, profile: Profile, ctx: RunContext) -> Measured:
+        for retries_left in range(RETRIES, -1, -1):
+            try:
+                return run(env, profile, ctx)
+            except Skipped:
+                raise
+            except Exception:
+                if not retries_left:
+                    raise
+                time.sleep(RETRY_DELAY_S)
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    return attempt
+
+
+def plain_family(family: Family) -> Family:
+    """The family with its task called as a plain function (unchanged if it has no plain run)."""
+    run = PLAIN_RUNS.get(family.name)
+    return replace(family, run=_retrying(run)) if run else family
+
+
+def collect_environment(
+    env: Environment,
+    profile: Profile,
+    run_id: str,
+    lake_dir: str,
+    host_group: str,
+    context: RunContext,
+) -> EnvOutcome:
+    """Collect one environment while holding its host's slot, land its tables; never raises
+    for a family's failure (the step records it)."""
+    started_at, start = utc_now(), time.perf_counter()
+    steps: list[dict] = []
+    unreachable: str | None = None
+    # The host's slot, as the nightly flow takes it: a collection waits for the nightly
+    # experiments on that host instead of reading a server mid-experiment.
+    with concurrency(host_limit_name(host_group), occupy=1, strict=False):
+        for family in families_for(env, COLLECT_FAMILIES):
+            step = run_family(
+                plain_family(family), env, profile, context, run_id, lake_dir, unreachable
+            )
+            steps.append(step)
+            if step.get("unreachable"):
+                unreachable = step.pop("unreachable")
+    return record_run(env, profile, run_id, lake_dir, host_group, started_at, start, steps)
+
+
+def collect_environments(
+    envs: list[Environment],
+    profile: Profile,
+    run_id: str,
+    lake_dir: str,
+    server_binary: dict[str, str] | None = None,
+) -> list[EnvOutcome]:
+    """Collect every environment: one host group after another inside, groups side by side
+    (threads of this flow run, not task runs); outcomes in group order."""
+    groups = host_groups(envs)
+    ensure_host_limits([host_group_label(group) for group in groups])
+    context = RunContext(server_binary=server_binary, peers={e.name: e for e in envs})
+
+    def one_group(group: list[Environment]) -> list[EnvOutcome]:
+        label = host_group_label(group)
+        # Environments on one host run one after another: a read perturbs the next.
+        return [
+            collect_environment(env, profile, run_id, lake_dir, label, context) for env in group
+        ]
+
+    with ThreadPoolExecutor(
+        max_workers=max(1, min(MAX_PARALLEL_GROUPS, len(groups))),
+        thread_name_prefix="yardstick-collect",
+    ) as pool:
+        # Each thread gets a copy of the flow run's context: get_run_logger() and the
+        # concurrency client find the flow run there.
+        futures = [
+            pool.submit(contextvars.copy_context().run, one_group, group) for group in groups
+        ]
+        return [outcome for future in futures for outcome in future.result()]
+
+
+@flow(name="yardstick-collect", log_prints=True)
 def collect(
     config_path: str | None = None,
     env_names: list[str] | None = None,
     lake_dir: str = "lake",
     keep_slowlog_args: bool = False,
+    compact_after_files: int = COMPACT_AFTER_FILES,
 ) -> CollectSummary | State:
-    """Read SLOWLOG, latency monitor and commandstats of each environment into the lake."""
+    """Read SLOWLOG, latency monitor and commandstats of each environment into the lake;
+    merge a month's collection files once `compact_after_files` of them have piled up."""
     wall_start = time.perf_counter()
     profile = collect_profile(keep_slowlog_args)
     run_id = lake.new_run_id()
     with environments(config_path, env_names) as (envs, server_binary):
         # Same rule as the nightly run: one server host is read by one thing at a time.
-        outcomes = measure_environments(
-            envs, profile, run_id, lake_dir, server_binary, families=COLLECT_FAMILIES
+        outcomes = collect_environments(envs, profile, run_id, lake_dir, server_binary)
+    if compact_after_files > 0:
+        # Every ~2 hours per environment, not every 5 minutes: a merge rewrites the month's
+        # file. Skipped (not waited for) while the nightly run compacts.
+        report = compaction.compact(
+            lake_dir,
+            min_files=compact_after_files,
+            tables=COLLECT_TABLES,
+            envs=[env.name for env in envs],
         )
+        if report.partitions or report.leftovers_removed:
+            get_run_logger().info(report.summary())
     summary = CollectSummary(
-        run_id=run_id, lake_dir=lake_dir, wall_s=time.perf_counter() - wall_start,
+        run_id=run_id,
+        lake_dir=lake_dir,
+        wall_s=time.perf_counter() - wall_start,
         outcomes=outcomes,
     )
     if summary.failed:

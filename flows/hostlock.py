@@ -7,7 +7,7 @@ import re
 
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
-from prefect.exceptions import ObjectAlreadyExists
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
 
 def host_limit_name(host_group: str) -> str:
@@ -20,10 +20,17 @@ def ensure_host_limits(host_groups: list[str]) -> list[str]:
     names = [host_limit_name(group) for group in host_groups]
     with get_client(sync_client=True) as client:
         for name in names:
+            # Read first: every collection (288 a day) would otherwise send a create that
+            # fails on the unique name, and the server logs a traceback for each.
+            try:
+                client.read_global_concurrency_limit_by_name(name)
+                continue  # created by an earlier run, or by the operator with another limit
+            except ObjectNotFound:
+                pass
             try:
                 client.create_global_concurrency_limit(
                     GlobalConcurrencyLimitCreate(name=name, limit=1)
                 )
             except ObjectAlreadyExists:
-                pass  # created by an earlier run, or by the operator with another limit
+                pass  # created meanwhile by a run started at the same time
     return names

@@ -1,4 +1,4 @@
-"""Nightly flow: measure every environment, land raw tables, rebuild the warehouse, render."""
+"""Nightly flow: measure every environment, land, compact the lake, update the warehouse, render."""
 
 from __future__ import annotations
 
@@ -15,30 +15,16 @@ from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
-from yardstick import __version__, lake, warehouse
+from yardstick import compaction, lake, retention, warehouse
 from yardstick.config import Environment
 from yardstick.flows.hostlock import ensure_host_limits, host_limit_name
-from yardstick.flows.plan import Family, RunContext, families_for, host_group_label, host_groups
+from yardstick.flows.landing import record_run, run_family
+from yardstick.flows.plan import RunContext, families_for, host_group_label, host_groups
 from yardstick.flows.targets import environments
 from yardstick.outcome import EnvOutcome, RunSummary
 from yardstick.profiles import Profile, get_profile
 from yardstick.reports.render import render_reports
-from yardstick.schemas import to_table
-from yardstick.tasks.base import Skipped, utc_now
-
-# Failures that mean the server cannot be reached at all: later families are skipped.
-UNREACHABLE = ("ConnectionError", "TimeoutError", "AuthenticationError", "MissingSecret")
-
-
-def _one_line(exc: BaseException) -> str:
-    """An exception as one line: its type and first line of text."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _unreachable(exc: BaseException) -> bool:
-    """Whether an exception says the server cannot be reached (by class name, any library)."""
-    return any(cls.__name__ in UNREACHABLE for cls in type(exc).__mro__)
+from yardstick.tasks.base import utc_now
 
 
 @task(name="measure-environment", cache_policy=NO_CACHE)
@@ -62,73 +48,19 @@ def measure_environment(
     # waits instead of measuring a server mid-experiment.
     with concurrency(host_limit_name(host_group), occupy=1, strict=False):
         for family in families_for(env, families):
-            steps.append(_run_family(family, env, profile, context, run_id, lake_dir, unreachable))
+            steps.append(run_family(family, env, profile, context, run_id, lake_dir, unreachable))
             if steps[-1].get("unreachable"):
                 unreachable = steps[-1].pop("unreachable")
-    return _record_run(env, profile, run_id, lake_dir, host_group, started_at, start, steps)
-
-
-def _run_family(
-    family: Family, env: Environment, profile: Profile, context: RunContext, run_id: str,
-    lake_dir: str, unreachable: str | None,
-) -> dict:
-    """Run one family and land its tables; return its step row (with `unreachable` set when
-    the failure means the server cannot be reached)."""
-    step_start, step_started_at = time.perf_counter(), utc_now()
-    step = {"family": family.name, "started_at": step_started_at, "window_s": 0.0}
-    skip = family.skip_reason(env)
-    if unreachable:
-        skip = f"not attempted: server unreachable ({unreachable})"
-    if skip:
-        return {**step, "status": "skipped", "reason": skip, "finished_at": step_started_at,
-                "duration_s": 0.0}
-    try:
-        measured = family.run(env, profile, context)
-        for table, data in measured.tables.items():
-            lake.write(lake_dir, table, env.name, run_id, data)
-        status = "failed" if measured.problems else "ok"
-        reason = "; ".join(measured.problems) or None
-        step.update(status=status, reason=reason, window_s=measured.window_s)
-    except Skipped as exc:
-        step.update(status="skipped", reason=str(exc))
-    except Exception as exc:  # one family failing must not stop the others
-        reason = _one_line(exc)
-        get_run_logger().warning("%s: %s failed: %s", env.name, family.name, reason)
-        step.update(status="failed", reason=reason)
-        if _unreachable(exc):
-            step["unreachable"] = reason
-    step.update(finished_at=utc_now(), duration_s=time.perf_counter() - step_start)
-    return step
-
-
-def _record_run(
-    env: Environment, profile: Profile, run_id: str, lake_dir: str, host_group: str,
-    started_at, start: float, steps: list[dict],
-) -> EnvOutcome:
-    """Land the steps and the run row for one environment, and return its outcome."""
-    failed = [s for s in steps if s["status"] == "failed"]
-    ok = [s for s in steps if s["status"] == "ok"]
-    status = "ok" if not failed else ("partial" if ok else "failed")
-    error = "; ".join(f"{s['family']}: {s['reason']}" for s in failed)
-    duration_s = time.perf_counter() - start
-    lake.write(lake_dir, "steps", env.name, run_id, to_table("steps", steps))
-    run_row = {
-        "profile": profile.name, "started_at": started_at, "finished_at": utc_now(),
-        "duration_s": duration_s, "status": status, "error": error or None, "mode": env.mode,
-        "transport": env.transport_label, "url": env.url_redacted, "host_group": host_group,
-        "same_server_as": env.same_server_as, "prober_on_host": env.on_server_host,
-        "tool_version": __version__,
-    }
-    lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run_row]))
-    return EnvOutcome(
-        env=env.name, mode=env.mode, status=status, duration_s=duration_s,
-        window_s=sum(s["window_s"] for s in steps), error=error or None,
-    )
+    return record_run(env, profile, run_id, lake_dir, host_group, started_at, start, steps)
 
 
 def measure_environments(
-    envs: list[Environment], profile: Profile, run_id: str, lake_dir: str,
-    server_binary: dict[str, str] | None = None, families: list[str] | None = None,
+    envs: list[Environment],
+    profile: Profile,
+    run_id: str,
+    lake_dir: str,
+    server_binary: dict[str, str] | None = None,
+    families: list[str] | None = None,
 ) -> list[EnvOutcome]:
     """Submit every environment: one host group after another inside, groups side by side."""
     futures: list[PrefectFuture] = []
@@ -141,18 +73,55 @@ def measure_environments(
             previous = measure_environment.submit(
                 # quote(): Prefect need not walk the profile looking for futures (a model
                 # field named `keys` would make it mistake the model for a dict).
-                env, quote(profile), run_id, lake_dir, host_group_label(group), server_binary,
-                families=families, peers={e.name: e for e in envs},
+                env,
+                quote(profile),
+                run_id,
+                lake_dir,
+                host_group_label(group),
+                server_binary,
+                families=families,
+                peers={e.name: e for e in envs},
                 wait_for=[previous] if previous else None,
             )
             futures.append(previous)
     return [future.result() for future in futures]
 
 
-@task(name="build-warehouse", cache_policy=NO_CACHE)
-def build_warehouse(lake_dir: str, warehouse_path: str) -> str:
-    """Rebuild the DuckDB warehouse from the lake alone."""
-    return str(warehouse.build(lake_dir, warehouse_path))
+@task(name="compact-lake", cache_policy=NO_CACHE)
+def compact_lake(lake_dir: str) -> str:
+    """Merge the lake's small files (per table, environment and month); say what it did."""
+    report = compaction.compact(lake_dir)
+    get_run_logger().info(report.summary())
+    return report.summary()
+
+
+@task(name="update-warehouse", cache_policy=NO_CACHE)
+def update_warehouse(
+    lake_dir: str, warehouse_path: str, full_rebuild: bool = False, until_run_id: str | None = None
+) -> str:
+    """Add what landed since the last update to the warehouse (or rebuild it, saying why)."""
+    result = warehouse.update(
+        lake_dir, warehouse_path, full=full_rebuild, until_run_id=until_run_id
+    )
+    get_run_logger().info(
+        "warehouse %s (%s): %d runs, %d files read, load %.1f s, models %.1f s, total %.1f s",
+        result.mode,
+        result.reason,
+        result.runs_added,
+        result.files_read,
+        result.load_s,
+        result.models_s,
+        result.wall_s,
+    )
+    return result.mode
+
+
+@task(name="apply-retention", cache_policy=NO_CACHE)
+def apply_retention(lake_dir: str, warehouse_path: str, detail_days: int) -> str:
+    """Drop per-run detail older than `detail_days`, its figures kept in the lake."""
+    report = retention.apply(lake_dir, warehouse_path, detail_days)
+    get_run_logger().info(report.summary())
+    return report.summary()
 
 
 @task(name="render-reports", cache_policy=NO_CACHE)
@@ -166,13 +135,15 @@ def publish(reports: dict[str, str], out_dir: str, warehouse_path: str, run_id: 
     """Show the reports, the comparison and what moved in Prefect's UI as artifacts."""
     for env, path in reports.items():
         create_markdown_artifact(
-            markdown=Path(path).read_text(), key=_artifact_key(env),
+            markdown=Path(path).read_text(),
+            key=_artifact_key(env),
             description=f"redis-yardstick report for {env} ({run_id})",
         )
     comparison = Path(out_dir) / "comparison.md"
     if comparison.exists():
         create_markdown_artifact(
-            markdown=comparison.read_text(), key="yardstick-comparison",
+            markdown=comparison.read_text(),
+            key="yardstick-comparison",
             description=f"environments side by side on ratios ({run_id})",
         )
     con = warehouse.connect_read_only(warehouse_path)
@@ -188,7 +159,8 @@ def publish(reports: dict[str, str], out_dir: str, warehouse_path: str, run_id: 
     finally:
         con.close()
     create_table_artifact(
-        table=moved or [{"verdict": "nothing moved beyond noise"}], key="yardstick-changes",
+        table=moved or [{"verdict": "nothing moved beyond noise"}],
+        key="yardstick-changes",
         description=f"figures that moved beyond noise in the latest runs ({run_id})",
     )
 
@@ -206,21 +178,31 @@ def nightly(
     lake_dir: str = "lake",
     warehouse_path: str = "warehouse.duckdb",
     out_dir: str = "reports-out",
+    detail_days: int = retention.DEFAULT_DETAIL_DAYS,
+    full_rebuild: bool = False,
 ) -> RunSummary | State:
-    """Measure, land, build and render; the run fails (after reporting) if any environment did."""
+    """Measure, land, compact, update the warehouse and render; the run fails (after
+    reporting) if any environment did."""
     wall_start = time.perf_counter()
     chosen = get_profile(profile)
     run_id = lake.new_run_id()
     with environments(config_path, env_names) as (envs, server_binary):
         outcomes = measure_environments(envs, chosen, run_id, lake_dir, server_binary)
-    build_warehouse(lake_dir, warehouse_path)
+    compact_lake(lake_dir)
+    update_warehouse(lake_dir, warehouse_path, full_rebuild, until_run_id=run_id)
+    apply_retention(lake_dir, warehouse_path, detail_days)
     reports = render(warehouse_path, out_dir, run_id)
     for outcome in outcomes:
         outcome.report = reports.get(outcome.env)
     publish(reports, out_dir, warehouse_path, run_id)
     summary = RunSummary(
-        run_id=run_id, profile=chosen.name, lake_dir=lake_dir, warehouse_path=warehouse_path,
-        out_dir=out_dir, wall_s=time.perf_counter() - wall_start, outcomes=outcomes,
+        run_id=run_id,
+        profile=chosen.name,
+        lake_dir=lake_dir,
+        warehouse_path=warehouse_path,
+        out_dir=out_dir,
+        wall_s=time.perf_counter() - wall_start,
+        outcomes=outcomes,
     )
     if summary.failed:
         names = ", ".join(f"{o.env} ({o.status})" for o in summary.failed)

@@ -81,12 +81,12 @@ def _latest_runs(con: duckdb.DuckDBPyConnection, run_id: str | None) -> list[dic
     """The run rows to report: those of `run_id`, or each environment's latest."""
     if run_id:
         return _rows(con, "select * from stg_runs where run_id = ? order by env", [run_id])
+    # Collections land a run every few minutes; a report shows the latest full run, which
+    # the warehouse keeps per environment (sql/models/marts/history/latest_full_runs.sql).
     return _rows(
         con,
-        # Collections land a run every few minutes; a report shows the latest full run.
-        # `is distinct from`: a file older than the profile column still counts as full.
-        "select * from stg_runs where profile is distinct from 'collect' qualify row_number()"
-        " over (partition by env order by started_at desc, run_id desc) = 1 order by env",
+        "select r.* from stg_runs as r semi join latest_full_runs as l"
+        " on l.run_id = r.run_id and l.env = r.env order by r.env",
     )
 
 

@@ -139,7 +139,7 @@ def test_run_with_a_dead_environment_then_report_and_trend(redis_server, tmp_pat
     out, warehouse = tmp_path / "out", tmp_path / "w.duckdb"
     assert {"good.md", "dead.md", "index.md"} <= {p.name for p in out.iterdir()}
     assert (tmp_path / "state" / "prefect").is_dir()  # Prefect kept its state where told
-    run_id = next((tmp_path / "lake" / "runs").glob("env=good/date=*/*.parquet")).stem
+    run_id = next((tmp_path / "lake" / "runs").glob("env=good/period=*/*.parquet")).stem
 
     runner = CliRunner()
     monkeypatch.setattr(cli.console, "width", 200)  # keep table cells on one line

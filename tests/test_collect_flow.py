@@ -37,11 +37,14 @@ def test_collect_flow_on_scratch_and_read_only(prefect_server, start_redis, tmp_
         ]
         runs.append(summary.run_id)
 
-    tables = {f.parts[-4] for f in lake_dir.glob("*/env=*/date=*/*.parquet")}
-    assert tables == {
+    # Any partition layout below env= (the lake is being reorganised by day or month).
+    tables = {f.parts[-4] for f in lake_dir.glob("*/env=*/*/*.parquet")}
+    landed = {
         "runs", "steps", "slowlog_collections", "slowlog_entries", "latency_collections",
-        "latency_latest", "latency_history", "commandstats_snapshots",
+        "commandstats_snapshots",
     }
+    # The monitor is off here: its latest/history tables have no rows, and may land no file.
+    assert landed <= tables <= landed | {"latency_latest", "latency_history"}
     # Only the collection families ran: the experiments never touched the server.
     steps = pq.read_table(lake_dir / "steps").to_pylist()
     assert {s["family"] for s in steps} == set(COLLECT_FAMILIES)
@@ -50,22 +53,34 @@ def test_collect_flow_on_scratch_and_read_only(prefect_server, start_redis, tmp_
 
     warehouse.build(lake_dir, tmp_path / "w.duckdb")
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    # Collections are not figures (105,000 runs a year per environment): what they found is
+    # read from the collection marts.
+    assert con.execute(
+        "select count(*) from figures where run_id in (?, ?)", runs
+    ).fetchone()[0] == 0
     for env in ("scratch-a", "site-ro"):
-        values = dict(con.execute(
-            "select figure, value from figures where run_id = ? and env = ? and subject = ''",
-            [runs[1], env],
-        ).fetchall())
+        key = [runs[1], env]
+        gap = con.execute(
+            "select g.new_entries, g.lost_entries, g.gap_since_previous_s, r.entries_per_min,"
+            " r.recommended_interval_min from slowlog_collection_gaps as g"
+            " join slowlog_rates as r using (run_id, env) where run_id = ? and env = ?", key
+        ).fetchone()
         # The first collection saw one entry, the second one more: nothing lost.
-        assert values["slowlog_entries_new"] == 1
-        assert values["slowlog_entries_lost"] == 0
-        assert values["slowlog_collection_gap_min"] > 0
-        assert values["slowlog_entries_per_min"] > 0
-        assert 1 <= values["slowlog_recommended_interval_min"] <= 60
-        assert values["latency_monitor_threshold_ms"] == 0  # a finding: monitor off
-        assert values["server_calls_per_s"] > 0  # counters differenced across collections
+        assert gap[:2] == (1, 0)
+        assert gap[2] > 0 and gap[3] > 0
+        assert 1 <= gap[4] <= 60
+        threshold = con.execute(
+            "select threshold_ms from report_latency_monitor where run_id = ? and env = ?", key
+        ).fetchone()[0]
+        assert threshold == 0  # a finding: monitor off
+        calls = con.execute(
+            "select sum(calls_delta) / any_value(interval_s) from counter_intervals"
+            " where run_id = ? and env = ? and not counters_reset", key
+        ).fetchone()[0]
+        assert calls > 0  # counters differenced across collections
     # Per-command counters between the two collections: the application's EVAL among them.
     evals = con.execute(
-        "select value from figures where run_id = ? and env = 'scratch-a' "
-        "and figure = 'command_calls_per_s' and subject = 'eval'", [runs[1]]
+        "select calls_per_s from report_command_costs where run_id = ? and env = 'scratch-a' "
+        "and command = 'eval'", [runs[1]]
     ).fetchone()
     assert evals is not None and evals[0] > 0

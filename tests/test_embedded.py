@@ -90,7 +90,7 @@ def test_embedded_default_run_names_the_binary_and_stops_the_server(prefect_serv
     assert f"| Redis | {expected.version_text} (standalone)" in report
     assert "embedded.md" in (tmp_path / "out" / "index.md").read_text()
     # The scratch server is gone: its port no longer answers.
-    runs = list((tmp_path / "lake" / "runs").glob("env=embedded/date=*/*.parquet"))
+    runs = list((tmp_path / "lake" / "runs").glob("env=embedded/period=*/*.parquet"))
     url = pq.read_table(runs[0]).column("url")[0].as_py()
     with pytest.raises(redis.exceptions.ConnectionError):
         redis.Redis.from_url(url, socket_connect_timeout=1).ping()

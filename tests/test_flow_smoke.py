@@ -16,7 +16,7 @@ def test_flow_on_scratch_server(prefect_server, redis_server, tmp_path):
     assert state.is_completed(), state.message
     assert [o.status for o in summary.outcomes] == ["ok"]
 
-    files = sorted((tmp_path / "lake").glob("*/env=scratch-a/date=*/*.parquet"))
+    files = sorted((tmp_path / "lake").glob("*/env=scratch-a/period=*/*.parquet"))
     spine = {"runs", "steps", "fingerprint", "ping_windows", "ping_histogram", "commandstats"}
     assert spine <= {f.parts[-4] for f in files}
     for f in files:

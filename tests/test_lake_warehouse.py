@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from yardstick import lake, warehouse
+from yardstick import dbt, lake, warehouse
 from yardstick.config import Environment
 from yardstick.embedded import RedisProcess
 from yardstick.profiles import RoundTripProfile
@@ -103,7 +103,7 @@ def test_two_rebuilds_from_the_same_lake_give_identical_figures(lake_copy, tmp_p
 
 
 def test_every_lake_file_carries_run_id_and_schema_version(measured_lake):
-    files = sorted(measured_lake.glob("*/env=*/date=*/*.parquet"))
+    files = sorted(measured_lake.glob("*/env=*/period=*/*.parquet"))
     assert {f.parts[-4] for f in files} >= {"runs", "steps", "fingerprint", "ping_windows"}
     for f in files:
         table = f.parts[-4]
@@ -187,7 +187,7 @@ def test_the_lake_never_overwrites_and_leaves_no_temporary_file(tmp_path):
     # Another environment or another run is another file.
     lake.write(tmp_path, "steps", "f", run_id, _steps_table())
     lake.write(tmp_path, "steps", "e", lake.new_run_id(), _steps_table())
-    assert len(list(tmp_path.glob("steps/env=*/date=*/*.parquet"))) == 3
+    assert len(list(tmp_path.glob("steps/env=*/period=*/*.parquet"))) == 3
 
 
 def test_a_file_appearing_during_the_write_is_not_overwritten(tmp_path, monkeypatch):
@@ -233,17 +233,21 @@ def test_columns_are_matched_by_name_and_unknown_or_missing_ones_refused(tmp_pat
 
 
 def test_a_temporary_file_in_the_lake_is_never_read(lake_copy, tmp_path):
-    partition = next(lake_copy.glob("ping_windows/env=*/date=*"))
+    partition = next(lake_copy.glob("ping_windows/env=*/period=*"))
     (partition / ".20261129T000000Z-abcdef.parquet.tmp-1-ab12").write_bytes(b"half a file")
     assert _figures(warehouse.build(lake_copy, tmp_path / "w.duckdb"))
 
 
-def test_a_failing_build_leaves_the_previous_warehouse_intact(lake_copy, tmp_path, monkeypatch):
+def test_a_failing_build_leaves_the_previous_warehouse_intact(
+    lake_copy, tmp_path, tmp_path_factory, monkeypatch
+):
     target = warehouse.build(lake_copy, tmp_path / "w.duckdb")
     before, figures = target.read_bytes(), _figures(target)
 
-    # 1. A corrupt file in the lake: loading fails.
-    bad = lake.file_path(lake_copy, "ping_windows", ENV, "20261129T000000Z-badbad")
+    # 1. A corrupt file of a complete run (its `runs` row landed) in the lake: loading fails.
+    bad_run = "20261129T000000Z-badbad"
+    runs = lake.write(lake_copy, "runs", ENV, bad_run, to_table("runs", [{"status": "ok"}]))
+    bad = lake.file_path(lake_copy, "ping_windows", ENV, bad_run)
     bad.parent.mkdir(parents=True, exist_ok=True)
     bad.write_bytes(b"this is not parquet")
     with pytest.raises(duckdb.Error):
@@ -251,15 +255,13 @@ def test_a_failing_build_leaves_the_previous_warehouse_intact(lake_copy, tmp_pat
     assert target.read_bytes() == before
     assert _files(tmp_path) == ["lake", "w.duckdb"]
     bad.unlink()
+    runs.unlink()
 
-    # 2. A SQL model that fails after every raw table was loaded.
-    models = warehouse.sql_files()
-    monkeypatch.setattr(
-        warehouse,
-        "sql_files",
-        lambda: [*models, ("999_broken.sql", "create table broken as select * from nowhere")],
-    )
-    with pytest.raises(RuntimeError, match="sql/999_broken.sql"):
+    # 2. A SQL model that fails after every raw table was loaded (in a copy of the project).
+    project = Path(shutil.copytree(dbt.project_dir(), tmp_path_factory.mktemp("sql") / "sql"))
+    (project / "models" / "marts" / "broken.sql").write_text("select * from nowhere")
+    monkeypatch.setattr(dbt, "project_dir", lambda: project)
+    with pytest.raises(dbt.ModelError, match="model broken"):
         warehouse.build(lake_copy, target)
     assert target.read_bytes() == before
     assert _files(tmp_path) == ["lake", "w.duckdb"]

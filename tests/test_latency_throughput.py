@@ -37,8 +37,10 @@ def scratch(server, name: str = "s", **extra) -> Environment:
 
 
 def figures_of(tmp_path: Path, env: str, tables: dict[str, pa.Table]) -> duckdb.DuckDBPyConnection:
-    """Land tables for one run, build the warehouse, and open it."""
+    """Land tables for one run (and its `runs` row: the warehouse loads complete runs only),
+    build the warehouse, and open it."""
     run_id = lake.new_run_id()
+    tables = {"runs": to_table("runs", [{"profile": "test", "status": "ok"}]), **tables}
     for table, data in tables.items():
         lake.write(tmp_path / "lake", table, env, run_id, data)
     warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")

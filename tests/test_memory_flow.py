@@ -11,7 +11,7 @@ from prefect.utilities.annotations import quote
 
 from yardstick import lake
 from yardstick.config import Environment
-from yardstick.flows.nightly import build_warehouse, measure_environment, render
+from yardstick.flows.nightly import measure_environment, render, update_warehouse
 from yardstick.profiles import PROFILES
 
 FAMILIES = ["fingerprint", "memory", "keyspace"]
@@ -27,7 +27,7 @@ def memory_flow(envs: list[Environment], lake_dir: str, warehouse_path: str, out
         )
         for env in envs
     ]
-    build_warehouse(lake_dir, warehouse_path)
+    update_warehouse(lake_dir, warehouse_path)
     render(warehouse_path, out_dir, run_id)
     return run_id, outcomes
 

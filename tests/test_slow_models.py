@@ -19,11 +19,18 @@ def land(lake_dir, table: str, run_id: str, rows: list[dict], env: str = "e") ->
     lake.write(lake_dir, table, env, run_id, to_table(table, rows))
 
 
+def land_run(lake_dir, run_id: str, at: datetime, profile: str, env: str = "e") -> None:
+    """The run's `runs` row: the warehouse loads only runs that have one."""
+    land(lake_dir, "runs", run_id, [{"profile": profile, "started_at": at, "status": "ok"}], env)
+
+
 def collection(lake_dir, n: int, minutes: float, ids: list[int], server: str = "srv-a",
-               max_len: int = 128, env: str = "e") -> str:
-    """Land collection number `n`, taken `minutes` after T0, that read entries `ids`."""
+               max_len: int = 128, env: str = "e", profile: str = "collect") -> str:
+    """Land collection number `n`, taken `minutes` after T0, that read entries `ids` (a
+    nightly run reads the SLOWLOG the same way: profile="nightly")."""
     run_id = f"20261129T10{n:02d}00Z-00000{n}"
     at = T0 + timedelta(minutes=minutes)
+    land_run(lake_dir, run_id, at, profile, env)
     land(lake_dir, "slowlog_collections", run_id, [{
         "server_run_id": server, "redis_version": "7.0.15", "uptime_s": 100,
         "collected_at": at, "slowlog_len": len(ids), "slowlog_max_len": max_len,
@@ -49,7 +56,8 @@ def test_interval_recommended_from_entry_rate_and_max_len(tmp_path):
     lake_dir = tmp_path / "lake"
     # 64 ids every 5 minutes: 12.8 entries/min; 128 entries fill in 10 min.
     for n in range(4):
-        last = collection(lake_dir, n, 5 * n, list(range(64 * n, 64 * n + 64))[-128:])
+        last = collection(lake_dir, n, 5 * n, list(range(64 * n, 64 * n + 64))[-128:],
+                          profile="nightly" if n == 3 else "collect")
     con = build(tmp_path)
     rate = con.execute(
         "select entries_per_min, fill_min, recommended_interval_min, median_gap_s, lost_24h "
@@ -60,12 +68,17 @@ def test_interval_recommended_from_entry_rate_and_max_len(tmp_path):
         "select value from figures where run_id = ? and figure = 'slowlog_tool_share'", [last]
     ).fetchone()[0]
     assert tool_share == pytest.approx(0.5)  # odd ids came from a yardstick-* connection
+    # Collections are not figures: their facts stay in the slowlog marts.
+    figure_runs = {r[0] for r in con.execute("select distinct run_id from figures").fetchall()}
+    assert figure_runs == {last}
+    assert con.execute("select count(*) from slowlog_rates").fetchone()[0] == 4
 
 
 def test_ids_of_the_tools_experiments_are_not_counted_as_lost(tmp_path):
     lake_dir = tmp_path / "lake"
     collection(lake_dir, 1, 0, [0, 1, 2])
     # An experiment on the same server (landed by another environment) used ids 3..102.
+    land_run(lake_dir, "20261129T100100Z-0000ff", T0, "nightly", env="other-env-same-server")
     land(lake_dir, "contention_span", "20261129T100100Z-0000ff", [{
         "family": "contention", "server_run_id": "srv-a", "started_at": T0,
         "finished_at": T0 + timedelta(seconds=5), "first_entry_id": 3, "last_entry_id": 102,
@@ -86,6 +99,8 @@ def test_restart_and_reset_intervals_are_left_out_of_counters(tmp_path):
 
     def snapshot(n: int, minutes: float, server: str, calls: dict[str, int]) -> str:
         run_id = f"20261129T11{n:02d}00Z-00000{n}"
+        # Measurement runs snapshot commandstats too; their intervals are figures.
+        land_run(lake_dir, run_id, T0 + timedelta(minutes=minutes), "nightly")
         land(lake_dir, "commandstats_snapshots", run_id, [{
             "server_run_id": server, "uptime_s": 10, "taken_at": T0 + timedelta(minutes=minutes),
             "command": command, "calls": count, "usec": count * 3, "rejected_calls": 0,

@@ -3,6 +3,7 @@ deduplication, restarts, the tool's own entries, redaction, read-only environmen
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -13,6 +14,7 @@ from yardstick import lake, warehouse
 from yardstick.config import Environment
 from yardstick.connect import open_client
 from yardstick.profiles import SlowlogProfile
+from yardstick.schemas import to_table
 from yardstick.tasks.counters import snapshot_counters
 from yardstick.tasks.latency_monitor import collect_latency
 from yardstick.tasks.slowlog import collect_slowlog
@@ -39,12 +41,18 @@ def scratch(server, name: str = "s") -> Environment:
     return Environment(name=name, url=server.url, mode="scratch")
 
 
-def collect(env: Environment, lake_dir: Path, keep_args: bool = False) -> str:
-    """One collection landed in the lake, as the collect flow would; returns its run id."""
+def collect(
+    env: Environment, lake_dir: Path, keep_args: bool = False, profile: str = "collect"
+) -> str:
+    """One collection landed in the lake, as the collect flow would (or, with
+    profile="nightly", as a measurement run reads the SLOWLOG); returns its run id."""
     run_id = lake.new_run_id()
     measured = collect_slowlog.fn(env, SlowlogProfile(keep_args=keep_args))
     for table, data in measured.tables.items():
         lake.write(lake_dir, table, env.name, run_id, data)
+    # The warehouse loads only runs whose `runs` row has landed.
+    run = {"profile": profile, "started_at": datetime.now(UTC), "status": "ok"}
+    lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run]))
     return run_id
 
 
@@ -90,7 +98,7 @@ def test_five_slow_commands_with_max_len_3_lose_exactly_two(start_redis, tmp_pat
     slow(app)  # an id to count from
     collect(env, tmp_path / "lake")
     slow(app, 5)
-    second = collect(env, tmp_path / "lake")
+    second = collect(env, tmp_path / "lake", profile="nightly")
     con = build(tmp_path)
     assert gaps(con) == [(1, None), (3, 2)]
     lost = con.execute(
@@ -152,8 +160,9 @@ def test_restart_restarts_ids_without_false_losses(start_redis, tmp_path):
     # Id 0 of each server is a different entry: deduplication keys on the server run too.
     assert [row[1:] for row in servers] == [(6, 0, 5), (2, 0, 1)]
     assert servers[0][0] != servers[1][0]
+    # Collections are not figures: the losses are read from the collections' mart.
     lost = con.execute(
-        "select coalesce(sum(value), 0) from figures where figure = 'slowlog_entries_lost'"
+        "select coalesce(sum(lost_entries), 0) from slowlog_collection_gaps"
     ).fetchone()[0]
     assert lost == 0
 
@@ -165,7 +174,7 @@ def test_tool_scan_is_marked_as_caused_by_measurement(start_redis, tmp_path):
     tool = open_client(env, "keyspace")
     tool.scan(0, count=10)
     tool.close()
-    run_id = collect(env, tmp_path / "lake")
+    run_id = collect(env, tmp_path / "lake", profile="nightly")
     con = build(tmp_path)
     marks = dict(
         con.execute(

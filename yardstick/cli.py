@@ -68,9 +68,13 @@ def run(
     target = str(config) if config else "an embedded scratch Redis"
     with console.status(f"Measuring {target} (profile {profile})…"):
         state = nightly(
-            config_path=str(config) if config else None, env_names=env or None,
-            profile=profile, lake_dir=str(lake), warehouse_path=str(warehouse),
-            out_dir=str(out), return_state=True,
+            config_path=str(config) if config else None,
+            env_names=env or None,
+            profile=profile,
+            lake_dir=str(lake),
+            warehouse_path=str(warehouse),
+            out_dir=str(out),
+            return_state=True,
         )
     summary = state.result(raise_on_failure=False)
     if isinstance(summary, BaseException):
@@ -88,8 +92,12 @@ def _print_summary(summary) -> None:
     for o in summary.outcomes:
         colour = {"ok": "green", "partial": "yellow"}.get(o.status, "red")
         table.add_row(
-            o.env, o.mode, f"[{colour}]{o.status}[/]", f"{o.duration_s:.1f} s",
-            escape(o.report or ""), escape(o.error or ""),
+            o.env,
+            o.mode,
+            f"[{colour}]{o.status}[/]",
+            f"{o.duration_s:.1f} s",
+            escape(o.report or ""),
+            escape(o.error or ""),
         )
     console.print(table)
     index = Path(summary.out_dir) / "index.md"
@@ -106,17 +114,48 @@ def report(
     import duckdb
 
     from yardstick.reports.render import render_reports
-    from yardstick.warehouse import build
+    from yardstick.warehouse import update
 
     if not lake.is_dir():
         fail(f"{lake}: no lake here (run `yardstick run` first)")
     try:
-        build(lake, warehouse)
+        result = update(lake, warehouse, full=True)
     except (RuntimeError, duckdb.Error) as exc:
         # The previous warehouse is left as it was; say which file or model failed.
         fail(f"{lake}: warehouse not rebuilt: {str(exc).strip().splitlines()[0]}", code=1)
     written = render_reports(warehouse, out)
-    console.print(f"{len(written)} report(s) in {out}; warehouse {warehouse}")
+    console.print(
+        f"{len(written)} report(s) in {out}; warehouse {warehouse} ({result.wall_s:.1f} s)"
+    )
+
+
+@app.command()
+def compact(
+    lake: LakeOpt = Path("lake"),
+    warehouse: WarehouseOpt = Path("warehouse.duckdb"),
+    detail_days: Annotated[
+        int, typer.Option(help="Days of per-key and histogram detail to keep (figures stay).")
+    ] = 30,
+    update: Annotated[bool, typer.Option(help="Update the warehouse first.")] = True,
+) -> None:
+    """Merge the lake's small files, update the warehouse, drop detail past its retention."""
+    import duckdb
+
+    from yardstick import compaction, retention
+    from yardstick.warehouse import update as update_warehouse
+
+    if not lake.is_dir():
+        fail(f"{lake}: no lake here (run `yardstick run` first)")
+    if detail_days < 1:
+        fail(f"--detail-days: must be at least 1 (got {detail_days})")
+    console.print(compaction.compact(lake).summary())
+    if update:
+        try:
+            result = update_warehouse(lake, warehouse)
+        except (RuntimeError, duckdb.Error) as exc:
+            fail(f"{warehouse}: not updated: {str(exc).strip().splitlines()[0]}", code=1)
+        console.print(f"warehouse {result.mode} ({result.reason}) in {result.wall_s:.1f} s")
+    console.print(retention.apply(lake, warehouse, detail_days).summary())
 
 
 @app.command()
@@ -172,8 +211,17 @@ def trend(
     unit, nature = rows[0][3], rows[0][4]
     label = f"{figure}{f' [{subject}]' if subject else ''} on {env} ({unit}, {nature})"
     table = Table(title=label)
-    for column in ("started (UTC)", "run", "value", "n", "min", "max", "rolling median",
-                   "Redis", "markers"):
+    for column in (
+        "started (UTC)",
+        "run",
+        "value",
+        "n",
+        "min",
+        "max",
+        "rolling median",
+        "Redis",
+        "markers",
+    ):
         table.add_column(column)
     for started, run_id, value, _, _, n, lo, hi, version, changed, noisy, rolling in rows:
         markers = []
@@ -185,8 +233,15 @@ def trend(
             markers.append("noisy")
         when = f"{started:%Y-%m-%d %H:%M}" if started else "?"
         table.add_row(
-            when, run_id, fmt(value, unit), str(n), fmt(lo, unit), fmt(hi, unit),
-            fmt(rolling, unit), version or "", ", ".join(markers),
+            when,
+            run_id,
+            fmt(value, unit),
+            str(n),
+            fmt(lo, unit),
+            fmt(hi, unit),
+            fmt(rolling, unit),
+            version or "",
+            ", ".join(markers),
         )
     console.print(table)
     if verdict:
@@ -218,15 +273,31 @@ def changes(
         )
         return
     table = Table(title="changes in the latest run of each environment")
-    for column in ("environment", "figure", "subject", "nature", "value", "baseline", "change",
-                   "verdict"):
+    for column in (
+        "environment",
+        "figure",
+        "subject",
+        "nature",
+        "value",
+        "baseline",
+        "change",
+        "verdict",
+    ):
         table.add_column(column)
     colours = {"regression": "red", "improvement": "green", "unstable": "yellow"}
     for env, figure, subject, nature, value, unit, base, share, verdict in rows:
         change = f"{share * 100:+.1f} %" if share is not None else ""
         colour = colours.get(verdict, "white")
-        table.add_row(env, figure, subject, nature, fmt(value, unit), fmt(base, unit), change,
-                      f"[{colour}]{verdict}[/]")
+        table.add_row(
+            env,
+            figure,
+            subject,
+            nature,
+            fmt(value, unit),
+            fmt(base, unit),
+            change,
+            f"[{colour}]{verdict}[/]",
+        )
     console.print(table)
 
 

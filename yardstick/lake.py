@@ -1,16 +1,32 @@
-"""The lake: append-only Parquet files at lake/<table>/env=<env>/date=<day>/<run_id>.parquet."""
+"""The lake: append-only Parquet files, one folder per table, environment and period.
+
+    lake/<table>/env=<env>/period=<YYYY-MM>/<run_id>.parquet            landed by one run
+    lake/<table>/env=<env>/period=<YYYY-MM>/compacted-g<NNNNNN>.parquet  compacted (many runs)
+
+A landed file appears complete or not at all (temporary name, then link). Compaction
+(yardstick/compaction.py) merges a period's files into one compacted file whose footer names
+the runs it holds and the files it replaces; a replaced file is no longer current even while
+it still exists (a compaction that died before deleting it). `current_files` applies that rule;
+lake/_manifest.json (written by compaction) lists the result for readers without the tool.
+Files landed before periods existed (`date=<YYYY-MM-DD>/`) are read as landed files."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import secrets
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from yardstick.schemas import SCHEMA_VERSION, file_schema
+from yardstick.schemas import SCHEMA_VERSION, TABLES, file_schema
+
+COMPACTED_PREFIX = "compacted-g"
+_RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-z]+$")
 
 
 class LakeConflict(Exception):
@@ -28,30 +44,29 @@ def run_day(run_id: str) -> date:
     return datetime.strptime(run_id[:8], "%Y%m%d").date()
 
 
+def run_period(run_id: str) -> str:
+    """The period (UTC month, YYYY-MM) a run's files land in."""
+    return f"{run_id[:4]}-{run_id[4:6]}"
+
+
 def file_path(lake_dir: Path, table: str, env: str, run_id: str) -> Path:
-    """Where the file of `table` for one environment and run lives."""
-    day = f"date={run_day(run_id):%Y-%m-%d}"
-    return lake_dir / table / f"env={env}" / day / f"{run_id}.parquet"
+    """Where the file of `table` for one environment and run lands."""
+    return lake_dir / table / f"env={env}" / f"period={run_period(run_id)}" / f"{run_id}.parquet"
 
 
-def write(lake_dir: str | Path, table: str, env: str, run_id: str, data: pa.Table) -> Path:
-    """Land one table atomically: write a temporary file, then link it into place."""
-    schema = file_schema(table)
-    # The lake adds these two; the task provides every other declared column, by name.
-    declared = pa.schema([f for f in schema if f.name not in ("run_id", "schema_version")])
-    unknown = sorted(set(data.column_names) - set(declared.names))
-    missing = sorted(set(declared.names) - set(data.column_names))
-    if unknown or missing:
-        raise ValueError(f"table {table!r}: unknown columns {unknown}, missing columns {missing}")
-    data = data.select(declared.names).cast(declared)
-    n = data.num_rows
-    data = data.add_column(0, "schema_version", pa.array([SCHEMA_VERSION] * n, pa.int16()))
-    data = data.add_column(0, "run_id", pa.array([run_id] * n, pa.string()))
-    data = data.select(schema.names).replace_schema_metadata(
-        {"yardstick.schema_version": str(SCHEMA_VERSION), "yardstick.table": table}
+def stamp(data: pa.Table, table: str, metadata: dict[str, str] | None = None) -> pa.Table:
+    """Attach the lake's schema metadata (and any extra keys) to a table about to be written."""
+    return data.replace_schema_metadata(
+        {
+            "yardstick.schema_version": str(SCHEMA_VERSION),
+            "yardstick.table": table,
+            **(metadata or {}),
+        }
     )
-    final = file_path(Path(lake_dir), table, env, run_id)
-    conflict = f"{final} already exists; the lake never overwrites a run's data"
+
+
+def write_atomic(data: pa.Table, final: Path, conflict: str) -> Path:
+    """Write `data` to a temporary name, then link it to `final` (never overwriting)."""
     if final.exists():
         raise LakeConflict(conflict)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -66,3 +81,162 @@ def write(lake_dir: str | Path, table: str, env: str, run_id: str, data: pa.Tabl
     finally:
         tmp.unlink(missing_ok=True)
     return final
+
+
+def write(lake_dir: str | Path, table: str, env: str, run_id: str, data: pa.Table) -> Path | None:
+    """Land one table atomically; a table without rows lands no file (steps say what ran)."""
+    schema = file_schema(table)
+    # The lake adds these two; the task provides every other declared column, by name.
+    declared = pa.schema([f for f in schema if f.name not in ("run_id", "schema_version")])
+    unknown = sorted(set(data.column_names) - set(declared.names))
+    missing = sorted(set(declared.names) - set(data.column_names))
+    if unknown or missing:
+        raise ValueError(f"table {table!r}: unknown columns {unknown}, missing columns {missing}")
+    n = data.num_rows
+    if n == 0:
+        return None
+    data = data.select(declared.names).cast(declared)
+    data = data.add_column(0, "schema_version", pa.array([SCHEMA_VERSION] * n, pa.int16()))
+    data = data.add_column(0, "run_id", pa.array([run_id] * n, pa.string()))
+    data = stamp(data.select(schema.names), table)
+    final = file_path(Path(lake_dir), table, env, run_id)
+    return write_atomic(
+        data, final, f"{final} already exists; the lake never overwrites a run's data"
+    )
+
+
+@dataclass(frozen=True)
+class LakeFile:
+    """One Parquet file of the lake and what it holds."""
+
+    table: str
+    env: str
+    period: str  # YYYY-MM (legacy day folders map to their month)
+    path: Path
+    kind: str  # landed | compacted
+    runs: tuple[str, ...]  # run ids whose rows the file holds
+    replaces: tuple[str, ...] = ()  # paths (relative to lake/<table>/) a compacted file replaces
+    generation: int = 0
+    footer_read: bool = True  # False: a compacted file listed without reading its footer
+
+    def with_footer(self) -> LakeFile:
+        """This file with its footer's runs and replaced files read (compacted files)."""
+        if self.footer_read:
+            return self
+        runs, replaces = read_footer(self.path)
+        return replace(self, runs=runs, replaces=replaces, footer_read=True)
+
+
+def read_footer(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(runs, replaced file names) recorded in a compacted file's footer."""
+    meta = pq.read_schema(path).metadata or {}
+    runs = json.loads(meta.get(b"yardstick.runs", b"[]"))
+    replaces = json.loads(meta.get(b"yardstick.replaces", b"[]"))
+    return tuple(runs), tuple(replaces)
+
+
+def scan(
+    lake_dir: str | Path,
+    tables: list[str] | None = None,
+    footers: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
+    envs: list[str] | None = None,
+    read_footers: bool = True,
+) -> list[LakeFile]:
+    """Every Parquet file in the lake (current or replaced); `footers` caches compacted files'
+    footers by path and is filled in; `read_footers=False` lists compacted files without
+    opening them (see LakeFile.with_footer)."""
+    lake_dir = Path(lake_dir)
+    footers = {} if footers is None else footers
+    found: list[LakeFile] = []
+    for table in tables or list(TABLES):
+        root = lake_dir / table
+        if not root.is_dir():
+            continue
+        for env_dir in _subdirs(root, "env="):
+            env = env_dir.name.removeprefix("env=")
+            if envs is not None and env not in envs:
+                continue
+            for part in _subdirs(env_dir, ""):
+                period = _period_of(part.name)
+                if period is None:
+                    continue
+                for entry in os.scandir(part):
+                    name = entry.name
+                    if not name.endswith(".parquet") or name.startswith("."):
+                        continue
+                    path = Path(entry.path)
+                    if name.startswith(COMPACTED_PREFIX):
+                        key = str(path)
+                        generation = int(name.removeprefix(COMPACTED_PREFIX).split(".")[0])
+                        if not read_footers and key not in footers:
+                            found.append(
+                                LakeFile(
+                                    table,
+                                    env,
+                                    period,
+                                    path,
+                                    "compacted",
+                                    (),
+                                    (),
+                                    generation,
+                                    footer_read=False,
+                                )
+                            )
+                            continue
+                        if key not in footers:
+                            footers[key] = read_footer(path)
+                        runs, replaces = footers[key]
+                        found.append(
+                            LakeFile(
+                                table, env, period, path, "compacted", runs, replaces, generation
+                            )
+                        )
+                    elif _RUN_ID.match(name.removesuffix(".parquet")):
+                        found.append(
+                            LakeFile(
+                                table, env, period, path, "landed", (name.removesuffix(".parquet"),)
+                            )
+                        )
+    return found
+
+
+def current(files: list[LakeFile]) -> list[LakeFile]:
+    """The files readers should read: every file but those a compacted file replaces (the
+    compacted files' footers must have been read)."""
+    replaced = {
+        (f.path.parents[2] / name) for f in files if f.kind == "compacted" for name in f.replaces
+    }
+    return [f for f in files if f.path not in replaced]
+
+
+def current_files(lake_dir: str | Path, tables: list[str] | None = None) -> list[LakeFile]:
+    """The lake's current files (see `current`)."""
+    return current(scan(lake_dir, tables))
+
+
+def next_generation(folder: Path) -> int:
+    """One above the highest compacted generation in `folder` (replaced files included)."""
+    if not folder.is_dir():
+        return 1
+    gens = [
+        int(name.removeprefix(COMPACTED_PREFIX).split(".")[0])
+        for name in os.listdir(folder)
+        if name.startswith(COMPACTED_PREFIX) and name.endswith(".parquet")
+    ]
+    return max(gens, default=0) + 1
+
+
+def _subdirs(folder: Path, prefix: str) -> list[Path]:
+    """Sub-folders of `folder` whose name starts with `prefix`, sorted."""
+    return sorted(
+        Path(e.path) for e in os.scandir(folder) if e.is_dir() and e.name.startswith(prefix)
+    )
+
+
+def _period_of(folder_name: str) -> str | None:
+    """The period a partition folder holds: `period=YYYY-MM`, or a legacy `date=YYYY-MM-DD`."""
+    if folder_name.startswith("period="):
+        return folder_name.removeprefix("period=")
+    if folder_name.startswith("date="):
+        return folder_name.removeprefix("date=")[:7]
+    return None

@@ -1,7 +1,7 @@
 """Arrow schemas of the lake tables: the one place a raw column is declared.
 
-Files carry no `env` or `date` column: those come from the hive path
-(`env=<env>/date=<day>`). The lake adds `run_id` and `schema_version`."""
+Files carry no `env` column: it comes from the folder (`env=<env>`); a run's day comes from its
+run id. The lake adds `run_id` and `schema_version`."""
 
 from __future__ import annotations
 
@@ -470,6 +470,18 @@ TABLES.update(
             ]
         ),
     }
+)
+
+# Figures kept when their per-run detail is dropped (yardstick/retention.py): the measures
+# rows the warehouse derived, so a rebuild from the lake alone still has them.
+TABLES["retained_measures"] = pa.schema(
+    [
+        ("figure", pa.string()),
+        ("subject", pa.string()),
+        ("window_idx", pa.int32()),
+        ("value", pa.float64()),
+        ("samples", pa.int64()),
+    ]
 )
 
 # Columns the lake adds to every file.

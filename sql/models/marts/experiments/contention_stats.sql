@@ -1,0 +1,92 @@
+/* One row per contention experiment (run, environment): the victim's PING round trip before,
+   during and after a culprit's SORT loop, the victim's own execution time from the counters
+   around the loop, and how many of the victim's commands the SLOWLOG logged (expected: none,
+   however long they waited). */
+with phases as (
+    select
+        run_id,
+        env,
+        phase,
+        count(*) as windows,
+        sum(samples) as samples,
+        sum(rtt_mean_us * samples) / sum(samples) as rtt_mean_us,
+        min(rtt_min_us) as rtt_min_us,
+        max(rtt_max_us) as rtt_max_us,
+        sum(over_threshold) as over_threshold,
+    from {{ ref('stg_contention_windows') }}
+    group by run_id, env, phase
+),
+
+pivoted as (
+    select
+        run_id,
+        env,
+        max(rtt_mean_us) filter (phase = 'before') as before_mean_us,
+        max(rtt_mean_us) filter (phase = 'during') as during_mean_us,
+        max(rtt_mean_us) filter (phase = 'after') as after_mean_us,
+        max(rtt_max_us) filter (phase = 'during') as during_max_us,
+        max(samples) filter (phase = 'during') as during_samples,
+        max(over_threshold) filter (phase = 'during') as during_over_threshold,
+    from phases
+    group by run_id, env
+),
+
+counters as (
+    /* PING and SORT executed between the snapshots around the loop. */
+    select
+        a.run_id,
+        a.env,
+        a.command,
+        a.calls - coalesce(b.calls, 0) as calls,
+        a.usec - coalesce(b.usec, 0) as usec,
+    from {{ ref('stg_contention_counters') }} as a
+    left join {{ ref('stg_contention_counters') }} as b
+        on b.run_id = a.run_id and b.env = a.env and b.command = a.command
+        and b.phase = 'before'
+    where a.phase = 'after'
+),
+
+logged as (
+    select
+        l.run_id,
+        l.env,
+        count(*) as entries,
+        /* Servers before 4.0 log no client name: a PING entry is then the victim's. */
+        count(*) filter (
+            l.client_name = s.victim_client_name
+            or (l.client_name is null and l.command = 'ping')
+        ) as victim_entries,
+        count(*) filter (l.client_name = s.culprit_client_name) as culprit_entries,
+        median(l.duration_us) filter (l.client_name = s.culprit_client_name) as culprit_median_us,
+        max(l.entry_id) - min(l.entry_id) + 1 - count(*) as ids_missing,
+    from {{ ref('stg_contention_slowlog') }} as l
+    join {{ ref('stg_contention_setup') }} as s on s.run_id = l.run_id and s.env = l.env
+    group by l.run_id, l.env
+)
+
+select
+    s.run_id,
+    s.env,
+    s.list_len,
+    s.slowlog_threshold_us,
+    s.culprit_commands,
+    s.loop_s,
+    p.before_mean_us,
+    p.during_mean_us,
+    p.after_mean_us,
+    p.during_max_us,
+    p.during_samples,
+    p.during_over_threshold,
+    ping.calls as victim_server_calls,
+    ping.usec / nullif(ping.calls, 0) as victim_usec_per_call,
+    sort.usec / nullif(sort.calls, 0) as sort_usec_per_call,
+    coalesce(l.entries, 0) as slowlog_entries,
+    coalesce(l.victim_entries, 0) as victim_entries,
+    coalesce(l.culprit_entries, 0) as culprit_entries,
+    l.culprit_median_us,
+    coalesce(l.ids_missing, 0) as slowlog_ids_missing,
+from {{ ref('stg_contention_setup') }} as s
+left join pivoted as p on p.run_id = s.run_id and p.env = s.env
+left join counters as ping on ping.run_id = s.run_id and ping.env = s.env and ping.command = 'ping'
+left join counters as sort on sort.run_id = s.run_id and sort.env = s.env and sort.command = 'sort'
+left join logged as l on l.run_id = s.run_id and l.env = s.env

@@ -1,0 +1,33 @@
+/* State for figure_trends: the last 37 points of each series (env, figure, subject), enough
+   for its 30-run baseline and 7-run rolling line. An update replaces the tails of the series
+   its batch extends. */
+{{ config(incremental_strategy='delete+insert', unique_key=['env', 'figure', 'subject']) }}
+-- depends_on: {{ ref('figure_trends') }}
+
+with batch_points as (
+    select t.env, t.figure, t.subject, t.run_id, t.started_at, t.value, t.baseline_key,
+    from {{ ref('figure_trends') }} as t
+    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = t.run_id and b.env = t.env
+),
+
+prior as (
+    {% if is_incremental() %}
+    select t.env, t.figure, t.subject, t.run_id, t.started_at, t.value, t.baseline_key,
+    from {{ this }} as t
+    semi join (select distinct env, figure, subject from batch_points) as c
+        on c.env = t.env and c.figure = t.figure and c.subject = t.subject
+    {% else %}
+    select * from batch_points where false
+    {% endif %}
+),
+
+points as (
+    select * from prior
+    union all
+    select * from batch_points
+)
+
+select * from points
+qualify row_number() over (
+    partition by env, figure, subject order by started_at desc, run_id desc
+) <= 37

@@ -1,0 +1,14 @@
+/* Each environment's latest full run (collections excluded): one row per environment, replaced
+   when a batch brings a later one. Reports, changes and the comparison read it. */
+{{ config(incremental_strategy='delete+insert', unique_key='env') }}
+
+with full_runs as (
+    /* `is distinct from`: a runs file older than the profile column counts as a full run. */
+    select * from {{ ref('stg_runs_batch') }}
+    where profile is distinct from 'collect'
+)
+
+select
+    run_id, env, started_at, profile, status, mode, transport, same_server_as,
+from full_runs
+qualify row_number() over (partition by env order by started_at desc, run_id desc) = 1

@@ -1,0 +1,117 @@
+/* One row per environment per run: the facts that decide whether two points may be compared,
+   and where they changed. Runs without a fingerprint (collections, unreachable servers)
+   inherit the segment of the last run that had one, so their absolutes are compared within
+   the right environment. The last fingerprinted run of each environment before this batch
+   comes from the state model run_environment_tail. */
+{% set prior = prior_relation('run_environment_tail') if is_incremental() else none %}
+
+with prior as (
+    /* Each environment's last fingerprinted run before this batch, with its segment. */
+    {% if is_incremental() and prior %}
+    select
+        run_id, env, started_at, redis_version, server_cores, server_cpu_model, transport,
+        segment,
+    from {{ prior }}
+    {% else %}
+    select
+        null::varchar as run_id, null::varchar as env, null::timestamptz as started_at,
+        null::varchar as redis_version, null::int as server_cores,
+        null::varchar as server_cpu_model, null::varchar as transport, null::bigint as segment,
+    where false
+    {% endif %}
+),
+
+runs as (
+    select r.run_id, r.env, r.started_at, r.status, r.profile,
+    from {{ ref('stg_runs_batch') }} as r
+),
+
+facts as (
+    select
+        r.run_id, r.env, r.started_at,
+        e.redis_version, e.server_cores, e.server_cpu_model, e.transport,
+        e.prober_load_1m,
+    from runs as r
+    join {{ ref('env_facts') }} as e on e.run_id = r.run_id and e.env = r.env
+    where e.redis_version is not null   /* runs that reached the server */
+),
+
+fingerprinted as (
+    select
+        run_id, env, started_at, redis_version, server_cores, server_cpu_model, transport,
+        null::double as prober_load_1m, segment as prior_segment, true as is_prior,
+    from prior
+    union all
+    select
+        run_id, env, started_at, redis_version, server_cores, server_cpu_model, transport,
+        prober_load_1m, null, false,
+    from facts
+),
+
+compared as (
+    select
+        *,
+        /* A new Redis version, CPU, core count or transport makes another environment:
+           absolutes from before do not describe it. */
+        lag(run_id) over w is not null and (
+            redis_version is distinct from lag(redis_version) over w
+            or server_cores is distinct from lag(server_cores) over w
+            or server_cpu_model is distinct from lag(server_cpu_model) over w
+            or transport is distinct from lag(transport) over w
+        ) as environment_changed,
+    from fingerprinted
+    window w as (partition by env order by started_at, run_id)
+),
+
+segmented as (
+    select
+        *,
+        /* The prior row carries the count so far; each change in the batch adds one. */
+        sum(
+            case when is_prior then prior_segment else environment_changed::int end
+        ) over (partition by env order by started_at, run_id) as segment,
+    from compared
+),
+
+timeline as (
+    /* Every run of the batch, after the prior fingerprinted run it may inherit from. */
+    select
+        r.run_id, r.env, r.started_at, r.status, r.profile,
+        s.redis_version, s.server_cores, s.server_cpu_model, s.transport, s.prober_load_1m,
+        s.environment_changed, s.segment, false as is_prior,
+    from runs as r
+    left join segmented as s on s.run_id = r.run_id and s.env = r.env and not s.is_prior
+    union all
+    select
+        run_id, env, started_at, null, null,
+        null, null, null, null, null,
+        null, segment, true,
+    from segmented
+    where is_prior
+),
+
+inherited as (
+    select
+        run_id, env, started_at, status, profile,
+        redis_version, server_cores, server_cpu_model, transport, prober_load_1m,
+        coalesce(environment_changed, false) as environment_changed,
+        coalesce(
+            segment,
+            last_value(segment ignore nulls) over (
+                partition by env order by started_at, run_id
+                rows between unbounded preceding and current row
+            ),
+            0
+        ) as segment,
+        is_prior,
+    from timeline
+)
+
+select
+    run_id, env, started_at, status, profile,
+    redis_version, server_cores, server_cpu_model, transport, prober_load_1m,
+    environment_changed,
+    segment::bigint as segment,  /* environment number: absolutes compare only within one */
+from inherited
+where not is_prior
+order by env, started_at, run_id

@@ -1,0 +1,34 @@
+/* The long table every family feeds: one row per run, environment, figure, subject and window
+   (window_idx null: the run-level value; other rows are its repetitions, from which n/min/
+   median/max are taken). Collections (profile 'collect', every few minutes) are not figures:
+   their rows stay in their families' own marts. */
+{% set families = [
+    'round_trip', 'intrinsic', 'throughput', 'memtier', 'transport',
+    'slowlog', 'latency_monitor', 'counters', 'slow_commands', 'contention', 'agreement',
+    'memory', 'keyspace',
+] %}
+
+with family_measures as (
+    {% for family in families %}
+    select run_id, env, figure, subject, window_idx, value, samples,
+    from {{ ref('measures_' ~ family) }}
+    {% if not loop.last %}union all{% endif %}
+    {% endfor %}
+),
+
+full_runs as (
+    /* `is distinct from`: a runs file older than the profile column counts as a full run. */
+    select run_id, env from {{ ref('stg_runs_batch') }}
+    where profile is distinct from 'collect'
+)
+
+select
+    m.run_id,
+    m.env,
+    m.figure,
+    coalesce(m.subject, '') as subject,  /* what the figure is about: a cell, a command ... */
+    m.window_idx,
+    m.value,
+    m.samples,                            /* raw samples behind the value, when known */
+from family_measures as m
+semi join full_runs as r on r.run_id = m.run_id and r.env = m.env

@@ -1,0 +1,77 @@
+/* The keyspace family's measures: the scan's cost and coverage ('' subject) and, per key prefix
+   (subject = the prefix), counts, bytes, share of used_memory and the projection. */
+{{ config(materialized='ephemeral') }}
+
+with scan_costs as (
+    select c.*
+    from {{ ref('keyspace_scan_costs') }} as c
+    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = c.run_id and b.env = c.env
+),
+
+prefixes as (
+    select p.*
+    from {{ ref('keyspace_prefixes') }} as p
+    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = p.run_id and b.env = p.env
+),
+
+scan_level as (
+    select
+        run_id,
+        env,
+        keys_sampled::double as ks_keys_sampled,
+        coverage_share as ks_coverage_share,
+        memory_usage_total_bytes * scale / nullif(used_memory_bytes, 0) as ks_attributed_share,
+        1 - memory_usage_total_bytes * scale / nullif(used_memory_bytes, 0)
+            as ks_unattributed_share,
+        busy_share as ks_busy_share,
+        server_us_per_key as ks_server_us_per_key,
+        keys_per_s as ks_keys_per_s,
+        memory_usage_total_bytes::double as ks_memory_usage_total_bytes,
+        keys_sampled,
+    from scan_costs
+),
+
+prefix_level as (
+    select
+        run_id,
+        env,
+        prefix,
+        keys_sampled,
+        keys_sampled::double as ks_prefix_keys,
+        keys_estimated as ks_prefix_keys_estimated,
+        mean_bytes as ks_prefix_mean_bytes,
+        median_bytes::double as ks_prefix_median_bytes,
+        max_bytes::double as ks_prefix_max_bytes,
+        share_of_used_memory as ks_prefix_share_of_used_memory,
+        projection_bytes as ks_prefix_projection_bytes,
+    from prefixes
+),
+
+long as (
+    select run_id, env, figure, '' as subject, value, keys_sampled as samples,
+    from (
+        unpivot scan_level
+        on ks_keys_sampled, ks_coverage_share, ks_attributed_share, ks_unattributed_share,
+           ks_busy_share, ks_server_us_per_key, ks_keys_per_s, ks_memory_usage_total_bytes
+        into name figure value value
+    )
+    union all by name
+    select run_id, env, figure, prefix as subject, value, keys_sampled as samples,
+    from (
+        unpivot prefix_level
+        on ks_prefix_keys, ks_prefix_keys_estimated, ks_prefix_mean_bytes,
+           ks_prefix_median_bytes, ks_prefix_max_bytes, ks_prefix_share_of_used_memory,
+           ks_prefix_projection_bytes
+        into name figure value value
+    )
+)
+
+select
+    run_id::varchar as run_id,
+    env::varchar as env,
+    figure::varchar as figure,
+    subject::varchar as subject,
+    null::int as window_idx,
+    value::double as value,
+    samples::bigint as samples,
+from long

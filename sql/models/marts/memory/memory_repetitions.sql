@@ -1,0 +1,83 @@
+/* One row per run, environment, memory shape and repetition: used_memory before, after and
+   after removal of the load, MEMORY USAGE of sampled keys, and whether only the tool wrote
+   meanwhile (`clean`). */
+with readings as (
+    select
+        run_id,
+        env,
+        shape,
+        repetition,
+        max(used_memory_bytes) filter (phase = 'before') as before_bytes,
+        max(used_memory_bytes) filter (phase = 'after') as after_bytes,
+        max(used_memory_bytes) filter (phase = 'removed') as removed_bytes,
+        max(used_memory_rss_bytes) filter (phase = 'after') as rss_after_bytes,
+        max(mem_fragmentation_ratio) filter (phase = 'before') as fragmentation_before,
+        max(mem_fragmentation_ratio) filter (phase = 'after') as fragmentation_after,
+        max(mem_clients_normal_bytes) filter (phase = 'after')
+            - max(mem_clients_normal_bytes) filter (phase = 'before') as clients_delta_bytes,
+        max(dbsize) filter (phase = 'before') as dbsize_before,
+        max(dbsize) filter (phase = 'after') as dbsize_after,
+        max(dbsize) filter (phase = 'removed') as dbsize_removed,
+        min(taken_at) as first_taken_at,
+    from {{ ref('stg_memory_readings') }}
+    group by run_id, env, shape, repetition
+),
+
+usage as (
+    select
+        run_id,
+        env,
+        shape,
+        repetition,
+        count(*) as usage_keys,
+        avg(memory_usage_bytes) as usage_mean_bytes,
+        avg(memory_usage_all_bytes) as usage_all_mean_bytes,
+        avg(payload_bytes) as usage_payload_mean_bytes,
+        sum(memory_usage_bytes) / nullif(sum(memory_usage_all_bytes), 0)
+            as samples_default_over_all,
+        mode(encoding) as encoding,
+    from {{ ref('stg_memory_usage_samples') }}
+    group by run_id, env, shape, repetition
+)
+
+select
+    l.run_id,
+    l.env,
+    l.shape,
+    l.repetition,
+    l.type,
+    l.keys,
+    l.elements_per_key,
+    l.formula_overhead_bytes,
+    l.load_s,
+    r.before_bytes,
+    r.after_bytes,
+    r.removed_bytes,
+    r.rss_after_bytes,
+    r.fragmentation_before,
+    r.fragmentation_after,
+    r.clients_delta_bytes,
+    r.first_taken_at,
+    u.usage_keys,
+    u.usage_mean_bytes,
+    u.usage_all_mean_bytes,
+    u.samples_default_over_all,
+    u.encoding,
+    (r.after_bytes - r.before_bytes) / l.keys as bytes_per_key,
+    (l.key_bytes + l.value_bytes) / l.keys as payload_per_key,
+    (l.key_bytes + l.value_bytes) / l.keys + l.formula_overhead_bytes as formula_per_key,
+    /* How much of the difference came back on removal: near 1 when nothing else moved. */
+    (r.after_bytes - r.removed_bytes) / nullif(r.after_bytes - r.before_bytes, 0)
+        as removal_recovered_share,
+    /* Only the tool wrote meanwhile: exactly its keys appeared, and went. */
+    coalesce(
+        r.dbsize_after - r.dbsize_before = l.keys and r.dbsize_removed = r.dbsize_before,
+        false
+    ) as clean,
+from {{ ref('stg_memory_loads') }} as l
+join readings as r
+    on r.run_id = l.run_id and r.env = l.env and r.shape = l.shape
+    and r.repetition = l.repetition
+left join usage as u
+    on u.run_id = l.run_id and u.env = l.env and u.shape = l.shape
+    and u.repetition = l.repetition

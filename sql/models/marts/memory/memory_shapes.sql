@@ -1,0 +1,66 @@
+/* One row per run, environment and memory shape: the median over repetitions of every figure,
+   and what went in. */
+with rep_figures as (
+    select f.*
+    from {{ ref('memory_rep_figures') }} as f
+    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = f.run_id and b.env = f.env
+),
+
+repetitions as (
+    select r.*
+    from {{ ref('memory_repetitions') }} as r
+    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = r.run_id and b.env = r.env
+),
+
+medians as (
+    select
+        run_id,
+        env,
+        shape,
+        any_value(type) as type,
+        any_value(keys) as keys,
+        count(*) as n,
+        sum(keys) as keys_loaded,
+        sum(usage_keys) as usage_keys,
+        min(first_taken_at) as first_taken_at,
+        median(mem_bytes_per_key) as mem_bytes_per_key,
+        min(mem_bytes_per_key) as mem_bytes_per_key_min,
+        max(mem_bytes_per_key) as mem_bytes_per_key_max,
+        median(mem_usage_bytes_per_key) as mem_usage_bytes_per_key,
+        median(mem_bytes_per_payload_byte) as mem_bytes_per_payload_byte,
+        median(mem_usage_over_actual) as mem_usage_over_actual,
+        median(mem_usage_all_over_actual) as mem_usage_all_over_actual,
+        median(mem_formula_over_actual) as mem_formula_over_actual,
+        median(mem_samples_default_over_all) as mem_samples_default_over_all,
+        median(mem_removal_recovered_share) as mem_removal_recovered_share,
+    from rep_figures
+    group by run_id, env, shape
+),
+
+inputs as (
+    select
+        run_id,
+        env,
+        shape,
+        any_value(elements_per_key) as elements_per_key,
+        any_value(payload_per_key) as payload_per_key,
+        any_value(formula_per_key) as formula_per_key,
+        any_value(formula_overhead_bytes) as formula_overhead_bytes,
+        median(usage_all_mean_bytes) filter (clean) as usage_all_per_key,
+        mode(encoding) as encoding,
+        count(*) as repetitions,
+    from repetitions
+    group by run_id, env, shape
+)
+
+select
+    m.*,
+    i.elements_per_key,
+    i.payload_per_key,
+    i.formula_per_key,
+    i.formula_overhead_bytes,
+    i.usage_all_per_key,
+    i.encoding,
+    i.repetitions,
+from medians as m
+join inputs as i on i.run_id = m.run_id and i.env = m.env and i.shape = m.shape

@@ -1,0 +1,82 @@
+/* The environment before the numbers: one row of facts per environment per run, pivoted from
+   the long fingerprint table. */
+with source as (
+    select * from {{ ref('stg_fingerprint') }}
+),
+
+pivoted as (
+    select
+        run_id,
+        env,
+        max(value) filter (section = 'server' and key = 'redis_version') as redis_version,
+        max(value) filter (section = 'server' and key = 'redis_mode') as redis_mode,
+        max(value) filter (section = 'server' and key = 'os') as server_os,
+        max(value) filter (section = 'server' and key = 'arch_bits') as arch_bits,
+        max(value) filter (section = 'server' and key = 'run_id') as server_run_id,
+        max(value) filter (section = 'server' and key = 'executable') as server_executable,
+        max(value) filter (section = 'server' and key = 'multiplexing_api') as multiplexing_api,
+        try_cast(max(value) filter (section = 'server' and key = 'uptime_in_seconds') as bigint)
+            as uptime_s,
+        try_cast(max(value) filter (section = 'server' and key = 'io_threads_active') as int)
+            as io_threads_active,
+        max(value) filter (section = 'memory' and key = 'mem_allocator') as mem_allocator,
+        try_cast(max(value) filter (section = 'memory' and key = 'used_memory') as bigint)
+            as used_memory_bytes,
+        try_cast(max(value) filter (section = 'memory' and key = 'maxmemory') as bigint)
+            as maxmemory_bytes,
+        try_cast(max(value) filter (section = 'clients' and key = 'connected_clients') as int)
+            as connected_clients,
+        try_cast(max(value) filter (section = 'persistence' and key = 'aof_enabled') as int)
+            as aof_enabled,
+        max(value) filter (section = 'config' and key = 'save') as config_save,
+        max(value) filter (section = 'config' and key = 'appendonly') as config_appendonly,
+        max(value) filter (section = 'config' and key = 'appendfsync') as config_appendfsync,
+        max(value) filter (section = 'config' and key = 'maxmemory-policy') as maxmemory_policy,
+        max(value) filter (section = 'config' and key = 'io-threads') as config_io_threads,
+        try_cast(
+            max(value) filter (section = 'config' and key = 'slowlog-log-slower-than') as bigint
+        ) as slowlog_log_slower_than_us,
+        try_cast(max(value) filter (section = 'config' and key = 'slowlog-max-len') as bigint)
+            as slowlog_max_len,
+        try_cast(
+            max(value) filter (section = 'config' and key = 'latency-monitor-threshold') as bigint
+        ) as latency_monitor_threshold_ms,
+        max(value) filter (section = 'probe' and key = 'mode') as mode,
+        max(value) filter (section = 'probe' and key = 'transport') as transport,
+        max(value) filter (section = 'probe' and key = 'prober_on_host') = 'true'
+            as prober_on_host,
+        max(value) filter (section = 'probe' and key = 'url') as url,
+        nullif(max(value) filter (section = 'probe' and key = 'same_server_as'), '')
+            as same_server_as,
+        max(value) filter (section = 'prober' and key = 'hostname') as prober_hostname,
+        max(value) filter (section = 'prober' and key = 'os') as prober_os,
+        try_cast(max(value) filter (section = 'prober' and key = 'cores') as int) as prober_cores,
+        max(value) filter (section = 'prober' and key = 'cpu_model') as prober_cpu_model,
+        try_cast(max(value) filter (section = 'prober' and key = 'load_1m') as double)
+            as prober_load_1m,
+        try_cast(max(value) filter (section = 'prober' and key = 'load_5m') as double)
+            as prober_load_5m,
+        try_cast(max(value) filter (section = 'prober' and key = 'load_15m') as double)
+            as prober_load_15m,
+        max(value) filter (section = 'prober' and key = 'tool_version') as tool_version,
+        max(value) filter (section = 'embedded' and key = 'path') as embedded_binary,
+        max(value) filter (section = 'embedded' and key = 'version') as embedded_version,
+        max(value) filter (section = 'embedded' and key = 'source') as embedded_source,
+    from source
+    group by run_id, env
+),
+
+server_host as (
+    /* Host facts describe the server only when the prober runs on its host. */
+    select
+        *,
+        case when prober_on_host then prober_cores end as server_cores,
+        case when prober_on_host then prober_cpu_model end as server_cpu_model,
+        case when prober_on_host then prober_load_1m end as server_load_1m,
+        case when prober_on_host then prober_load_15m end as server_load_15m,
+        coalesce(config_save, '') = '' and coalesce(config_appendonly, 'no') = 'no'
+            as persistence_off,
+    from pivoted
+)
+
+select * from server_host

@@ -1,0 +1,7 @@
+/* One row per key space scan (run, environment): the budget the scan had and what it used. */
+select
+    *,
+    memory_usage_total_bytes * scale / nullif(used_memory_bytes, 0) as attributed_share,
+    1 - memory_usage_total_bytes * scale / nullif(used_memory_bytes, 0) as unattributed_share,
+    busy_share <= busy_share_cap * 1.1 as within_busy_share,  /* 10 %: one round's lag */
+from {{ ref('keyspace_scan_costs') }}

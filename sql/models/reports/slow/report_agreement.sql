@@ -1,0 +1,2 @@
+/* One row per instrument agreement run (run, environment). */
+select * from {{ ref('agreement_stats') }}

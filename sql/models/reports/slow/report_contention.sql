@@ -1,0 +1,2 @@
+/* One row per contention experiment (run, environment). */
+select * from {{ ref('contention_stats') }}

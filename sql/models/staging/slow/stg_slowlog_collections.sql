@@ -1,0 +1,17 @@
+/* One row per SLOWLOG collection (a run and environment) of the batch. */
+select
+    run_id,
+    env,
+    server_run_id,          /* entry ids restart with the server process */
+    redis_version,
+    uptime_s,
+    collected_at,
+    slowlog_len,
+    slowlog_max_len,        /* null where CONFIG is renamed or forbidden */
+    log_slower_than_us,
+    count_requested,
+    entries_returned,
+    args_redacted,
+    tool_client_prefix,
+    read_s,
+from {{ source('lake', 'raw_slowlog_collections') }}

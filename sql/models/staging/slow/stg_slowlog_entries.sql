@@ -1,0 +1,32 @@
+/* One row per SLOWLOG entry each collection of the batch read (an entry recurs across
+   collections until it leaves the queue). */
+with source as (
+    select * from {{ source('lake', 'raw_slowlog_entries') }}
+),
+
+collections as (
+    select run_id, env, collected_at, tool_client_prefix,
+    from {{ source('lake', 'raw_slowlog_collections') }}
+)
+
+select
+    s.run_id,
+    s.env,
+    c.collected_at,
+    s.server_run_id,
+    s.entry_id,
+    s.logged_at,
+    s.duration_us,
+    s.command,
+    s.args,
+    s.args_redacted,
+    s.arg_count,
+    s.arg_count_original,
+    s.complexity,
+    s.client_addr,
+    s.client_name,
+    s.entry_fields,
+    /* The tool names every connection it opens; its entries are diagnostics, not traffic. */
+    coalesce(starts_with(s.client_name, c.tool_client_prefix), false) as measurement_caused,
+from source as s
+join collections as c on c.run_id = s.run_id and c.env = s.env

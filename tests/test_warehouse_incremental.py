@@ -1,0 +1,234 @@
+"""The warehouse at the scale of its schedule: an incremental update gives what a full rebuild
+gives, retention keeps the figures it drops the detail of, and the dbt project's own tests run."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+import redis
+
+from yardstick import compaction, dbt, lake, retention, warehouse
+from yardstick.config import Environment
+from yardstick.flows.collect import COLLECT_FAMILIES, collect_profile
+from yardstick.flows.nightly import measure_environment
+from yardstick.profiles import KeyspaceProfile, RoundTripProfile, get_profile
+
+NIGHT_FAMILIES = ["fingerprint", "round_trip", "slowlog", "latency_monitor", "counters", "keyspace"]
+# Tables the loader and dbt own, not figures: compared by other means.
+NOT_COMPARED = ("raw_", "batch_runs", "_yardstick", "figure_catalog")
+REL_TOL = 1e-9
+
+
+def _night_profile():
+    """The quick profile, made shorter: two short PING windows, a small key-space scan."""
+    return get_profile("quick").model_copy(
+        update={
+            "round_trip": RoundTripProfile(windows=2, window_s=0.2, interval_ms=0.5),
+            "keyspace": KeyspaceProfile(max_keys=2_000, max_wall_s=10),
+        }
+    )
+
+
+def _measure(lake_dir: Path, env: Environment, families: list[str], run_id: str, profile) -> None:
+    """Land one environment's run through the flow's own task body (no flow run needed)."""
+    outcome = measure_environment.fn(
+        env, profile, run_id, str(lake_dir), "localhost", families=families
+    )
+    assert outcome.status == "ok", outcome.error
+
+
+def _traffic(url: str, slow: int) -> None:
+    """Some keys, and `slow` SLOWLOG entries, so every family has something to say."""
+    client = redis.Redis.from_url(url)
+    client.config_set("slowlog-log-slower-than", 0 if slow else 10_000_000)
+    for i in range(slow):
+        client.set(f"user:{i}", "x" * (10 + i))
+    client.config_set("slowlog-log-slower-than", 10_000_000)
+
+
+@pytest.fixture(scope="module")
+def history(prefect_server, tmp_path_factory):
+    """Three batches of nights and collections of two environments, landed one batch at a time;
+    yields (lake, batches) where batches[i] is the lake after batch i (a copy)."""
+    from yardstick.embedded import RedisProcess
+
+    root = tmp_path_factory.mktemp("history")
+    lake_dir = root / "lake"
+    night, collect = _night_profile(), collect_profile()
+    copies: list[Path] = []
+    with RedisProcess() as a, RedisProcess() as b:
+        envs = [
+            Environment(name="alpha", url=a.url, mode="scratch"),
+            Environment(name="beta", url=b.url, mode="read-only"),
+        ]
+        for batch in range(3):
+            for step in range(3):
+                for env, server in zip(envs, (a, b), strict=True):
+                    _traffic(server.url, slow=step + batch)
+                    if step == 1:
+                        _measure(lake_dir, env, NIGHT_FAMILIES, lake.new_run_id(), night)
+                    else:
+                        _measure(lake_dir, env, COLLECT_FAMILIES, lake.new_run_id(), collect)
+            if batch == 1:
+                compaction.compact(lake_dir)  # the incremental path must read compacted files
+            copies.append(Path(shutil.copytree(lake_dir, root / f"after-{batch}")))
+    return copies
+
+
+def _tables(path: Path) -> dict[str, list[tuple]]:
+    """Every mart's rows, sorted, from a warehouse file."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        names = [
+            r[0]
+            for r in con.execute(
+                "select table_name from information_schema.tables"
+                " where table_type = 'BASE TABLE' order by 1"
+            ).fetchall()
+        ]
+        return {
+            name: sorted(con.execute(f'select * from "{name}"').fetchall(), key=repr)
+            for name in names
+            if not name.startswith(NOT_COMPARED)
+        }
+    finally:
+        con.close()
+
+
+def _same(a, b) -> bool:
+    """Equal, floats within REL_TOL (parallel sums may differ in the last bits)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=REL_TOL)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def test_incremental_updates_equal_a_full_rebuild(history, tmp_path):
+    incremental = tmp_path / "incremental.duckdb"
+    results = [warehouse.update(copy, incremental) for copy in history]
+    assert [r.mode for r in results] == ["full", "incremental", "incremental"], [
+        r.reason for r in results
+    ]
+    # Nothing new: nothing to do.
+    assert warehouse.update(history[-1], incremental).mode == "up-to-date"
+    full = warehouse.update(history[-1], tmp_path / "full.duckdb", full=True)
+    assert full.mode == "full"
+    got, want = _tables(incremental), _tables(full.path)
+    assert set(got) == set(want)
+    assert {"figures", "figure_trends", "changes", "measures"} <= set(want)
+    for name in sorted(want):
+        assert len(got[name]) == len(want[name]), name
+        for mine, theirs in zip(got[name], want[name], strict=True):
+            assert _same(mine, theirs), (name, mine, theirs)
+    # The history is really there: every night of both environments has figures.
+    con = duckdb.connect(str(incremental), read_only=True)
+    nights = con.execute("select env, count(distinct run_id) from figures group by env").fetchall()
+    con.close()
+    assert sorted(nights) == [("alpha", 3), ("beta", 3)]
+
+
+def test_an_update_that_did_not_finish_makes_the_next_one_a_full_rebuild(history, tmp_path):
+    target = tmp_path / "w.duckdb"
+    warehouse.update(history[0], target)
+    con = duckdb.connect(str(target))
+    con.execute(f"update {warehouse.META} set value = 'updating' where key = 'state'")
+    con.close()
+    result = warehouse.update(history[1], target)
+    assert result.mode == "full" and "did not finish" in result.reason
+
+
+def test_collections_are_not_figures(history, tmp_path):
+    con = duckdb.connect(str(warehouse.build(history[-1], tmp_path / "w.duckdb")), read_only=True)
+    try:
+        profiles = {r[0] for r in con.execute(
+            "select distinct r.profile from figures as f join stg_runs as r using (run_id, env)"
+        ).fetchall()}
+        collections = con.execute(
+            "select count(*) from stg_runs where profile = 'collect'"
+        ).fetchone()[0]
+        gaps = con.execute("select count(*) from slowlog_collection_gaps").fetchone()[0]
+    finally:
+        con.close()
+    assert "collect" not in profiles
+    assert collections == 12 and gaps >= collections
+
+
+def test_retention_drops_detail_and_keeps_the_figures(prefect_server, tmp_path):
+    from yardstick.embedded import RedisProcess
+
+    lake_dir, target = tmp_path / "lake", tmp_path / "w.duckdb"
+    today = datetime.now(UTC).date()
+    old_day = datetime.now(UTC) - timedelta(days=40)
+    with RedisProcess() as server:
+        env = Environment(name="gamma", url=server.url, mode="scratch")
+        _traffic(server.url, slow=3)
+        old_run = lake.new_run_id(old_day)
+        _measure(lake_dir, env, NIGHT_FAMILIES, old_run, _night_profile())
+        new_run = lake.new_run_id()
+        _measure(lake_dir, env, NIGHT_FAMILIES, new_run, _night_profile())
+    warehouse.update(lake_dir, target)
+    query = (
+        "select figure, subject, value from figures where run_id = ?"
+        " and figure in ('rtt_client_p99_us', 'rtt_client_p50_us') or (run_id = ?"
+        " and figure like 'ks_%') order by all"
+    )
+
+    def figures_of(path: Path) -> list[tuple]:
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            return con.execute(query, [old_run, old_run]).fetchall()
+        finally:
+            con.close()
+
+    before = figures_of(target)
+    assert any(f == "rtt_client_p99_us" for f, _, _ in before)
+    assert any(f.startswith("ks_") for f, _, _ in before)
+
+    report = retention.apply(lake_dir, target, detail_days=30, today=today)
+    assert report.files_dropped == 2 and report.runs_retained == 1
+    detail = lake.current_files(lake_dir, list(retention.DETAIL_FAMILIES))
+    assert {f.runs[0] for f in detail} == {new_run}  # the recent run keeps its detail
+    assert lake.current_files(lake_dir, [retention.RETAINED])
+    # Idempotent: nothing more to drop, nothing written twice.
+    again = retention.apply(lake_dir, target, detail_days=30, today=today)
+    assert again.files_dropped == 0 and again.rows_retained == 0
+
+    # A rebuild from the lake alone still has the old run's percentiles and prefix figures.
+    rebuilt = warehouse.build(lake_dir, tmp_path / "rebuilt.duckdb")
+    after = figures_of(rebuilt)
+    assert len(after) == len(before)
+    for mine, theirs in zip(after, before, strict=True):
+        assert _same(mine, theirs)
+
+
+def test_dbt_tests_pass_on_a_real_warehouse(history, tmp_path):
+    target = warehouse.build(history[-1], tmp_path / "w.duckdb")
+    result = dbt.run(target, ["test"])
+    kinds = {unique_id.split(".")[0] for unique_id, _, _ in result.nodes}
+    assert "test" in kinds and "unit_test" in kinds
+    assert all(status == "success" or status == "pass" for _, status, _ in result.nodes), [
+        n for n in result.nodes if n[1] not in ("success", "pass")
+    ]
+
+
+def test_a_broken_model_is_one_line_naming_it_and_the_warehouse_survives(
+    history, tmp_path, monkeypatch
+):
+    target = warehouse.build(history[0], tmp_path / "w.duckdb")
+    before = target.read_bytes()
+    project = Path(shutil.copytree(dbt.project_dir(), tmp_path / "project"))
+    (project / "models" / "marts" / "broken_figures.sql").write_text(
+        "select * from no_such_table\n"
+    )
+    monkeypatch.setattr(dbt, "project_dir", lambda: project)
+    with pytest.raises(dbt.ModelError) as failure:
+        warehouse.update(history[-1], target)
+    message = str(failure.value)
+    assert "broken_figures" in message and "\n" not in message
+    assert target.read_bytes() == before

@@ -1,0 +1,228 @@
+"""Run the SQL models (the dbt project in sql/) on one warehouse file with dbt's Python runner."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+# dbt keeps process-wide state (its event manager, adapters): one invocation at a time.
+_DBT_LOCK = threading.Lock()
+
+PROFILE = """yardstick:
+  target: warehouse
+  outputs:
+    warehouse:
+      type: duckdb
+      path: {path}
+      threads: 1
+      settings:
+        threads: {duckdb_threads}
+        preserve_insertion_order: true
+"""
+
+
+class ModelError(RuntimeError):
+    """A model, seed or data test failed: the message names it in one line."""
+
+
+@dataclass
+class DbtResult:
+    """What one dbt invocation did: node names with their status and seconds."""
+
+    nodes: list[tuple[str, str, float]] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        """Sum of node execution times."""
+        return sum(seconds for _, _, seconds in self.nodes)
+
+
+def project_dir() -> Path:
+    """The dbt project folder (sql/ in the source tree, yardstick/sql when installed)."""
+    return Path(str(resources.files("yardstick.sql")))
+
+
+def models_digest() -> str:
+    """A digest of every file of the dbt project: a change means a full rebuild."""
+    root = project_dir()
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if (
+            path.is_file()
+            and path.suffix in {".sql", ".yml", ".csv"}
+            and "target" not in path.parts
+        ):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    """The tool's cache folder for dbt (YARDSTICK_DBT_STATE, else ~/.cache/yardstick/dbt)."""
+    return Path(
+        os.environ.get("YARDSTICK_DBT_STATE")
+        or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "yardstick", "dbt"
+        )
+    )
+
+
+def state_dir(warehouse_path: Path) -> Path:
+    """Where dbt's profile, target/ and logs/ live for one DuckDB file and version of the
+    models: never in sql/ (an installed package is read-only) nor beside the warehouse (that
+    folder is the user's). dbt re-parses the whole project (seconds) whenever the profile
+    names another file, so each file keeps its own parse."""
+    where = hashlib.sha256(str(warehouse_path.resolve()).encode()).hexdigest()[:12]
+    return cache_root() / f"{models_digest()}-{where}"
+
+
+@contextmanager
+def locked(warehouse_path: Path) -> Iterator[None]:
+    """Hold the exclusive lock of one warehouse (its updates and rebuilds), across threads
+    and processes; the kernel releases it if the process dies."""
+    where = hashlib.sha256(str(warehouse_path.resolve()).encode()).hexdigest()[:12]
+    folder = cache_root() / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    with _lock_for(where), open(folder / f"{where}.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+_THREAD_LOCKS: dict[str, threading.RLock] = {}
+
+
+def _lock_for(key: str) -> threading.RLock:
+    """A per-warehouse lock for threads of this process (flock alone does not exclude them)."""
+    with _DBT_LOCK:
+        return _THREAD_LOCKS.setdefault(key, threading.RLock())
+
+
+# A state folder unused this long is removed.
+STALE_STATE_S = 7 * 86400.0
+
+
+def _prune_states(state: Path) -> None:
+    """Remove state folders (other files, other versions of the models) unused for a week."""
+    if not state.parent.is_dir():
+        return
+    now = time.time()
+    for other in state.parent.iterdir():
+        if other == state or not other.is_dir() or other.name == "locks":
+            continue
+        try:
+            if now - (other / ".lock").stat().st_mtime > STALE_STATE_S:
+                shutil.rmtree(other, ignore_errors=True)
+        except FileNotFoundError:
+            pass
+
+
+@contextmanager
+def _exclusive(state: Path) -> Iterator[None]:
+    """One dbt invocation per state folder at a time, across threads and processes."""
+    if not state.exists():
+        _prune_states(state)
+    state.mkdir(parents=True, exist_ok=True)
+    (state / ".lock").touch()  # marks this folder as in use
+    with _DBT_LOCK, open(state / ".lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released by the kernel if the process dies
+        yield
+
+
+def run(
+    warehouse_path: Path,
+    args: list[str],
+    duckdb_threads: int | None = None,
+    project: Path | None = None,
+) -> DbtResult:
+    """Invoke dbt (`build`, `run`, `test`, ...) on `warehouse_path`; raise ModelError naming the
+    failing node."""
+    from dbt.cli.main import dbtRunner  # heavy import: only when the warehouse is built
+
+    state = state_dir(warehouse_path)
+    threads = duckdb_threads or os.cpu_count() or 1
+    argv = [
+        *args,
+        "--project-dir",
+        str(project or project_dir()),
+        "--profiles-dir",
+        str(state),
+        "--target-path",
+        str(state / "target"),
+        "--log-path",
+        str(state / "logs"),
+        "--quiet",
+        # No network here or at users' sites: no usage events, no version check.
+        "--no-send-anonymous-usage-stats",
+        "--no-version-check",
+        # The manifest and run results JSON are not read by anyone here; writing them costs.
+        "--no-write-json",
+    ]
+    result = DbtResult()
+
+    def collect(event) -> None:
+        """Keep each node's outcome as dbt reports it."""
+        if event.info.name == "NodeFinished":
+            node = event.data.node_info
+            result.nodes.append((node.unique_id, node.node_status, 0.0))
+
+    with _exclusive(state):
+        (state / "profiles.yml").write_text(
+            PROFILE.format(path=_yaml_str(str(warehouse_path.resolve())), duckdb_threads=threads)
+        )
+        try:
+            outcome = dbtRunner(callbacks=[collect]).invoke(argv)
+        finally:
+            _close_duckdb()
+    if outcome.exception is not None:
+        raise ModelError(f"dbt {args[0]}: {_one_line(str(outcome.exception))}")
+    if not outcome.success:
+        raise ModelError(_first_failure(outcome.result))
+    seconds = {
+        item.node.unique_id: item.execution_time
+        for item in getattr(outcome.result, "results", None) or []
+    }
+    result.nodes = [(node, status, seconds.get(node, 0.0)) for node, status, _ in result.nodes]
+    return result
+
+
+def _close_duckdb() -> None:
+    """Close the DuckDB database dbt-duckdb keeps open between invocations in one process:
+    otherwise the next open of that file here (the loader's, another update's) is refused
+    ("same database file with a different configuration")."""
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager as manager
+
+    with manager._LOCK:
+        if manager._ENV is not None:
+            manager._ENV.close()
+            manager._ENV = None
+
+
+def _first_failure(results) -> str:
+    """One line naming the first failed node and why."""
+    for item in getattr(results, "results", None) or []:
+        if str(item.status) in {"error", "fail", "runtime error"}:
+            node = item.node
+            path = getattr(node, "original_file_path", "") or node.unique_id
+            kind = node.resource_type
+            return f"{kind} {node.name} ({path}): {_one_line(item.message or str(item.status))}"
+    return "dbt failed without naming a node (see the dbt log beside the warehouse)"
+
+
+def _one_line(text: str) -> str:
+    """The first informative line of a message."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " ".join(lines[:3])[:400] if lines else "unknown error"
+
+
+def _yaml_str(text: str) -> str:
+    """A double-quoted YAML scalar."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
