@@ -79,7 +79,11 @@ def test_prefect_deploy_all_creates_nightly_deployment(tmp_path: Path) -> None:
     assert deployment["name"] == "nightly"
     assert deployment["entrypoint"] == "flows/nightly.py:nightly"
     assert deployment["work_pool_name"] == "yardstick"
-    assert deployment["parameters"] == {"config_path": "environments.yaml", "profile": "nightly"}
+    assert deployment["parameters"] == {
+        "config_path": "environments.yaml",
+        "profile": "nightly",
+        "detail_days": 30,
+    }
     assert {"config_path", "profile"} <= set(deployment["parameter_openapi_schema"]["properties"])
 
     schedules = [s["schedule"] for s in deployment["schedules"] if s["active"]]

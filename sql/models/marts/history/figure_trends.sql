@@ -5,15 +5,11 @@
 {% set prior = prior_relation('figure_series_tail') if is_incremental() else none %}
 
 with batch_figures as (
-    select f.*
-    from {{ ref('figures') }} as f
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = f.run_id and b.env = f.env
+    {{ in_batch(ref('figures')) }}
 ),
 
 batch_environment as (
-    select e.*
-    from {{ ref('run_environment') }} as e
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = e.run_id and b.env = e.env
+    {{ in_batch(ref('run_environment')) }}
 ),
 
 batch_points as (

@@ -7,9 +7,7 @@ with keys as (
 ),
 
 scans as (
-    select c.*
-    from {{ ref('keyspace_scan_costs') }} as c
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = c.run_id and b.env = c.env
+    {{ in_batch(ref('keyspace_scan_costs')) }}
 ),
 
 encodings as (

@@ -2,9 +2,7 @@
    repeated (windows, repetitions), n/min/median/max and the spread stdev ÷ median. Reads only
    the measures of this update's batch. */
 with batch_measures as (
-    select m.*
-    from {{ ref('measures') }} as m
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = m.run_id and b.env = m.env
+    {{ in_batch(ref('measures')) }}
 ),
 
 run_level as (

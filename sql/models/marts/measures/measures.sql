@@ -1,7 +1,9 @@
 /* The long table every family feeds: one row per run, environment, figure, subject and window
    (window_idx null: the run-level value; other rows are its repetitions, from which n/min/
    median/max are taken). Collections (profile 'collect', every few minutes) are not figures:
-   their rows stay in their families' own marts. */
+   their rows stay in their families' own marts. For a run whose detail retention dropped,
+   the family's figures come from what the lake kept (stg_retained_measures), not from what
+   is left of its raw rows. */
 {% set families = [
     'round_trip', 'intrinsic', 'throughput', 'memtier', 'transport',
     'slowlog', 'latency_monitor', 'counters', 'slow_commands', 'contention', 'agreement',
@@ -14,6 +16,28 @@ with family_measures as (
     from {{ ref('measures_' ~ family) }}
     {% if not loop.last %}union all{% endif %}
     {% endfor %}
+),
+
+retained as (
+    select * from {{ ref('stg_retained_measures') }}
+),
+
+retained_families as (
+    select distinct run_id, env, family from retained
+),
+
+computed as (
+    select m.*,
+    from family_measures as m
+    left join {{ ref('figure_catalog') }} as c on c.figure = m.figure
+    anti join retained_families as k
+        on k.run_id = m.run_id and k.env = m.env and k.family = c.family
+),
+
+kept as (
+    select * from computed
+    union all
+    select run_id, env, figure, subject, window_idx, value, samples, from retained
 ),
 
 full_runs as (
@@ -30,5 +54,5 @@ select
     m.window_idx,
     m.value,
     m.samples,                            /* raw samples behind the value, when known */
-from family_measures as m
+from kept as m
 semi join full_runs as r on r.run_id = m.run_id and r.env = m.env

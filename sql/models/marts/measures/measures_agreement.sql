@@ -11,9 +11,7 @@ with r as (
 ),
 
 s as (
-    select a.*
-    from {{ ref('agreement_stats') }} as a
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = a.run_id and b.env = a.env
+    {{ in_batch(ref('agreement_stats')) }}
 ),
 
 long as (
@@ -44,12 +42,4 @@ long as (
     select run_id, env, 'agreement_latency_over_slowlog', rep_idx, l_over_s, 1 from r
 )
 
-select
-    run_id::varchar as run_id,
-    env::varchar as env,
-    figure::varchar as figure,
-    ''::varchar as subject,
-    window_idx::int as window_idx,
-    value::double as value,
-    samples::bigint as samples,
-from long
+{{ as_measures('long', window_idx='window_idx') }}

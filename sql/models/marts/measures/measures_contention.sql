@@ -7,9 +7,7 @@ with w as (
 ),
 
 c as (
-    select s.*
-    from {{ ref('contention_stats') }} as s
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = s.run_id and b.env = s.env
+    {{ in_batch(ref('contention_stats')) }}
 ),
 
 long as (
@@ -63,12 +61,4 @@ long as (
     where w.phase = 'during'
 )
 
-select
-    run_id::varchar as run_id,
-    env::varchar as env,
-    figure::varchar as figure,
-    ''::varchar as subject,
-    window_idx::int as window_idx,
-    value::double as value,
-    samples::bigint as samples,
-from long
+{{ as_measures('long', window_idx='window_idx') }}

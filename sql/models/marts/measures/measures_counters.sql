@@ -3,9 +3,7 @@
 {{ config(materialized='ephemeral') }}
 
 with usable as (
-    select i.*
-    from {{ ref('counter_intervals') }} as i
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = i.run_id and b.env = i.env
+    {{ in_batch(ref('counter_intervals'), alias='i') }}
     where not i.counters_reset and i.interval_s > 0
 ),
 
@@ -47,12 +45,4 @@ long as (
     from per_command
 )
 
-select
-    run_id::varchar as run_id,
-    env::varchar as env,
-    figure::varchar as figure,
-    subject::varchar as subject,
-    null::int as window_idx,
-    value::double as value,
-    samples::bigint as samples,
-from long
+{{ as_measures('long', subject='subject') }}

@@ -28,12 +28,4 @@ measured as (
     join client_p99 as c on c.run_id = l.run_id and c.env = l.env
 )
 
-select
-    run_id::varchar as run_id,
-    env::varchar as env,
-    figure::varchar as figure,
-    ''::varchar as subject,
-    null::int as window_idx,
-    value::double as value,
-    samples::bigint as samples,
-from measured
+{{ as_measures('measured') }}

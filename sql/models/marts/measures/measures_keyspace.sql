@@ -3,15 +3,11 @@
 {{ config(materialized='ephemeral') }}
 
 with scan_costs as (
-    select c.*
-    from {{ ref('keyspace_scan_costs') }} as c
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = c.run_id and b.env = c.env
+    {{ in_batch(ref('keyspace_scan_costs')) }}
 ),
 
 prefixes as (
-    select p.*
-    from {{ ref('keyspace_prefixes') }} as p
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = p.run_id and b.env = p.env
+    {{ in_batch(ref('keyspace_prefixes')) }}
 ),
 
 scan_level as (
@@ -66,12 +62,4 @@ long as (
     )
 )
 
-select
-    run_id::varchar as run_id,
-    env::varchar as env,
-    figure::varchar as figure,
-    subject::varchar as subject,
-    null::int as window_idx,
-    value::double as value,
-    samples::bigint as samples,
-from long
+{{ as_measures('long', subject='subject') }}

@@ -4,21 +4,15 @@
 {{ config(materialized='ephemeral') }}
 
 with rep_figures as (
-    select f.*
-    from {{ ref('memory_rep_figures') }} as f
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = f.run_id and b.env = f.env
+    {{ in_batch(ref('memory_rep_figures')) }}
 ),
 
 shapes as (
-    select s.*
-    from {{ ref('memory_shapes') }} as s
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = s.run_id and b.env = s.env
+    {{ in_batch(ref('memory_shapes')) }}
 ),
 
 repetitions as (
-    select r.*
-    from {{ ref('memory_repetitions') }} as r
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = r.run_id and b.env = r.env
+    {{ in_batch(ref('memory_repetitions')) }}
 ),
 
 per_rep as (
@@ -75,12 +69,4 @@ long as (
     from loaded
 )
 
-select
-    run_id::varchar as run_id,
-    env::varchar as env,
-    figure::varchar as figure,
-    subject::varchar as subject,
-    window_idx::int as window_idx,
-    value::double as value,
-    samples::bigint as samples,
-from long
+{{ as_measures('long', subject='subject', window_idx='window_idx') }}

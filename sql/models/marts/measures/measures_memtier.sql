@@ -23,12 +23,4 @@ measured as (
     where op_type = 'gets'
 )
 
-select
-    run_id::varchar as run_id,
-    env::varchar as env,
-    figure::varchar as figure,
-    subject::varchar as subject,
-    null::int as window_idx,
-    value::double as value,
-    samples::bigint as samples,
-from measured
+{{ as_measures('measured', subject='subject') }}

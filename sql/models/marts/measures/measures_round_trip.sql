@@ -159,12 +159,4 @@ measured as (
     from ratios
 )
 
-select
-    run_id::varchar as run_id,
-    env::varchar as env,
-    figure::varchar as figure,
-    ''::varchar as subject,
-    window_idx::int as window_idx,
-    value::double as value,
-    samples::bigint as samples,
-from measured
+{{ as_measures('measured', window_idx='window_idx') }}

@@ -4,9 +4,7 @@
 {{ config(materialized='ephemeral') }}
 
 with stats as (
-    select s.*
-    from {{ ref('slow_command_stats') }} as s
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = s.run_id and b.env = s.env
+    {{ in_batch(ref('slow_command_stats')) }}
 ),
 
 reps as (
@@ -56,12 +54,4 @@ long as (
     select run_id, env, 'sort_limit_over_lrange_all', '', null, value, n from sort_vs_lrange
 )
 
-select
-    run_id::varchar as run_id,
-    env::varchar as env,
-    figure::varchar as figure,
-    subject::varchar as subject,
-    window_idx::int as window_idx,
-    value::double as value,
-    samples::bigint as samples,
-from long
+{{ as_measures('long', subject='subject', window_idx='window_idx') }}

@@ -3,15 +3,11 @@
 {{ config(materialized='ephemeral') }}
 
 with g as (
-    select g.*
-    from {{ ref('slowlog_collection_gaps') }} as g
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = g.run_id and b.env = g.env
+    {{ in_batch(ref('slowlog_collection_gaps')) }}
 ),
 
 r as (
-    select r.*
-    from {{ ref('slowlog_rates') }} as r
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = r.run_id and b.env = r.env
+    {{ in_batch(ref('slowlog_rates')) }}
 ),
 
 long as (
@@ -41,12 +37,4 @@ long as (
     select run_id, env, 'slowlog_lost_24h', lost_24h, collections_24h from r
 )
 
-select
-    run_id::varchar as run_id,
-    env::varchar as env,
-    figure::varchar as figure,
-    ''::varchar as subject,
-    null::int as window_idx,
-    value::double as value,
-    samples::bigint as samples,
-from long
+{{ as_measures('long') }}

@@ -43,12 +43,4 @@ measured as (
     where rps_ratio is not null
 )
 
-select
-    run_id::varchar as run_id,
-    env::varchar as env,
-    figure::varchar as figure,
-    subject::varchar as subject,
-    window_idx::int as window_idx,
-    value::double as value,
-    samples::bigint as samples,
-from measured
+{{ as_measures('measured', subject='subject', window_idx='window_idx') }}

@@ -2,9 +2,7 @@
    memory figure of that repetition. A ratio below 1 is an estimate that promises you will fit
    when you will not: the dangerous direction. */
 with repetitions as (
-    select r.*
-    from {{ ref('memory_repetitions') }} as r
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = r.run_id and b.env = r.env
+    {{ in_batch(ref('memory_repetitions')) }}
 )
 
 select

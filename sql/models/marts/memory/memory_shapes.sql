@@ -1,15 +1,11 @@
 /* One row per run, environment and memory shape: the median over repetitions of every figure,
    and what went in. */
 with rep_figures as (
-    select f.*
-    from {{ ref('memory_rep_figures') }} as f
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = f.run_id and b.env = f.env
+    {{ in_batch(ref('memory_rep_figures')) }}
 ),
 
 repetitions as (
-    select r.*
-    from {{ ref('memory_repetitions') }} as r
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = r.run_id and b.env = r.env
+    {{ in_batch(ref('memory_repetitions')) }}
 ),
 
 medians as (

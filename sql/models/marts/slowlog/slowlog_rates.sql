@@ -1,9 +1,7 @@
 /* One row per SLOWLOG collection (run, environment): its environment's collections of the last
    24 hours up to it, read from a time-bounded slice of slowlog_collection_gaps. */
 with batch as (
-    select g.*
-    from {{ ref('slowlog_collection_gaps') }} as g
-    semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = g.run_id and b.env = g.env
+    {{ in_batch(ref('slowlog_collection_gaps')) }}
 ),
 
 lookback as (
