@@ -146,9 +146,12 @@ def test_an_update_that_did_not_finish_makes_the_next_one_a_full_rebuild(history
 def test_collections_are_not_figures(history, tmp_path):
     con = duckdb.connect(str(warehouse.build(history[-1], tmp_path / "w.duckdb")), read_only=True)
     try:
-        profiles = {r[0] for r in con.execute(
-            "select distinct r.profile from figures as f join stg_runs as r using (run_id, env)"
-        ).fetchall()}
+        profiles = {
+            r[0]
+            for r in con.execute(
+                "select distinct r.profile from figures as f join stg_runs as r using (run_id, env)"
+            ).fetchall()
+        }
         collections = con.execute(
             "select count(*) from stg_runs where profile = 'collect'"
         ).fetchone()[0]
@@ -232,3 +235,50 @@ def test_a_broken_model_is_one_line_naming_it_and_the_warehouse_survives(
     message = str(failure.value)
     assert "broken_figures" in message and "\n" not in message
     assert target.read_bytes() == before
+
+
+def _land_runs(lake_dir: Path, env: str, first: datetime, count: int) -> list[str]:
+    """Land `count` bare collection runs (a runs row each), an hour apart."""
+    from yardstick.schemas import to_table
+
+    run_ids = []
+    for i in range(count):
+        when = first + timedelta(hours=i)
+        run_id = lake.new_run_id(when)
+        row = {"profile": "collect", "started_at": when, "status": "ok"}
+        lake.write(lake_dir, "runs", env, run_id, to_table("runs", [row]))
+        run_ids.append(run_id)
+    return run_ids
+
+
+def _loaded_runs(path: Path) -> list[str]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return [r for (r,) in con.execute("select run_id from stg_runs order by run_id").fetchall()]
+    finally:
+        con.close()
+
+
+def test_runs_held_back_load_next_time_and_leftovers_are_not_doubled(tmp_path):
+    lake_dir, target = tmp_path / "lake", tmp_path / "w.duckdb"
+    first = datetime(2026, 11, 2, tzinfo=UTC)
+    runs = _land_runs(lake_dir, "e", first, 3)
+    # The nightly run loads only runs started before it: the third waits for the next update.
+    warehouse.update(lake_dir, target, until_run_id=runs[1])
+    assert _loaded_runs(target) == runs[:2]
+    compaction.compact(lake_dir)  # the held-back run now sits in a file already seen
+    runs += _land_runs(lake_dir, "e", first + timedelta(hours=5), 1)
+    result = warehouse.update(lake_dir, target)
+    assert result.mode == "incremental" and result.runs_added == 2
+    assert _loaded_runs(target) == runs
+    # A compaction killed after its commit leaves the files it replaced: never read twice.
+    (previous,) = [f for f in lake.current_files(lake_dir, ["runs"]) if f.kind == "compacted"]
+    kept = previous.path.read_bytes()
+    runs += _land_runs(lake_dir, "e", first + timedelta(hours=7), 1)
+    compaction.compact(lake_dir)
+    assert not previous.path.exists()
+    previous.path.write_bytes(kept)  # as if the deletion after the commit never happened
+    assert warehouse.update(lake_dir, target).runs_added == 1
+    assert _loaded_runs(target) == runs
+    # A full rebuild of the same lake agrees.
+    assert _loaded_runs(warehouse.build(lake_dir, tmp_path / "full.duckdb")) == runs

@@ -93,7 +93,10 @@ def series_change_points(
         for i, cut in enumerate(cuts):
             found.append(
                 ChangePoint(
-                    env=env, figure=figure, subject=subject, run_id=piece[cut][0],
+                    env=env,
+                    figure=figure,
+                    subject=subject,
+                    run_id=piece[cut][0],
                     started_at=piece[cut][1],
                     before_median=statistics.median(values[bounds[i] : cut]),
                     after_median=statistics.median(values[cut : bounds[i + 2]]),

@@ -159,6 +159,21 @@ def compact(
 
 
 @app.command()
+def check(warehouse: WarehouseOpt = Path("warehouse.duckdb")) -> None:
+    """Run the SQL models' tests (dbt: grains unique and not null, accepted values, unit tests)
+    on the warehouse."""
+    from yardstick import dbt
+
+    if not warehouse.exists():
+        fail(f"{warehouse}: no warehouse yet (run `yardstick run` or `yardstick report`)")
+    try:
+        result = dbt.run(warehouse, ["test"])
+    except dbt.ModelError as exc:
+        fail(f"{warehouse}: {exc}", code=1)
+    console.print(f"{len(result.nodes)} model tests passed on {warehouse}")
+
+
+@app.command()
 def trend(
     env: Annotated[str, typer.Option("--env", help="Environment name.")],
     figure: Annotated[str, typer.Option("--figure", help="Figure name, e.g. rtt_client_p99_us.")],

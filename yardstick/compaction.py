@@ -34,6 +34,7 @@ DETAIL_TABLES = ("keyspace_keys", "ping_histogram")
 # Temporary files older than this were left by a process that died (landing takes seconds).
 STALE_TMP_S = 3600.0
 MANIFEST = "_manifest.json"
+ROW_GROUP_ROWS = 65_536
 
 
 @dataclass
@@ -144,7 +145,9 @@ def _merge(lake_dir: Path, table: str, env: str, period: str, members: list[lake
         table,
         {"yardstick.runs": json.dumps(runs), "yardstick.replaces": json.dumps(replaces)},
     )
-    lake.write_atomic(data, final, f"{final} already exists")
+    # Row groups of 64k rows: a reader after the newest runs (the warehouse update) skips the
+    # month's older row groups by their run_id statistics.
+    lake.write_atomic(data, final, f"{final} already exists", row_group_size=ROW_GROUP_ROWS)
     # The commit happened: from here on the inputs are not current, deleted or not.
     _delete_inputs(members)
     return merged.num_rows

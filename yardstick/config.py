@@ -213,9 +213,11 @@ def _describe(path: Path, raw: dict[str, Any], exc: ValidationError) -> str:
             where = f"{_env_label(raw, loc[1])}, field {field!r}"
         else:
             where = f"field {'.'.join(str(p) for p in loc) or '(top level)'!r}"
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(
-        errors
-    ) > 1 else ""
+    more = (
+        f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        if len(errors) > 1
+        else ""
+    )
     return f"{path}: {where}: {message}{more}"
 
 

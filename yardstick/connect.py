@@ -38,7 +38,9 @@ def password_for(env: Environment) -> str | None:
 
 
 def open_client(
-    env: Environment, role: str, command_timeout_s: float = COMMAND_TIMEOUT_S,
+    env: Environment,
+    role: str,
+    command_timeout_s: float = COMMAND_TIMEOUT_S,
     db: int | None = None,
 ) -> redis.Redis:
     """A decoded, named client; read-only environments get the guarded connection class."""

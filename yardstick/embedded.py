@@ -134,9 +134,22 @@ class RedisProcess:
             self.port = free_port()
             self._process = subprocess.Popen(
                 [
-                    self.binary.path, "--port", str(self.port), "--bind", "127.0.0.1",
-                    "--save", "", "--appendonly", "no", "--dir", self._dir.name,
-                    "--daemonize", "no", "--logfile", "", *self.extra_args,
+                    self.binary.path,
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    self._dir.name,
+                    "--daemonize",
+                    "no",
+                    "--logfile",
+                    "",
+                    *self.extra_args,
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -153,7 +166,10 @@ class RedisProcess:
         deadline = time.monotonic() + START_TIMEOUT_S
         # No client-side retries: this loop is the retry, and it must see each answer.
         client = redis.Redis(
-            host="127.0.0.1", port=self.port, socket_connect_timeout=0.5, protocol=2,
+            host="127.0.0.1",
+            port=self.port,
+            socket_connect_timeout=0.5,
+            protocol=2,
             retry=Retry(NoBackoff(), 0),
         )
         try:

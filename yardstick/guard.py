@@ -11,13 +11,35 @@ from redis.connection import Connection, SSLConnection
 # Commands allowed whatever their arguments.
 READ_COMMANDS = frozenset(
     {
-        "PING", "ECHO", "INFO", "DBSIZE", "TIME", "LASTSAVE", "ROLE",
-        "SCAN", "TYPE", "EXISTS", "TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME",
+        "PING",
+        "ECHO",
+        "INFO",
+        "DBSIZE",
+        "TIME",
+        "LASTSAVE",
+        "ROLE",
+        "SCAN",
+        "TYPE",
+        "EXISTS",
+        "TTL",
+        "PTTL",
+        "EXPIRETIME",
+        "PEXPIRETIME",
         # Length commands (for big keys). Values themselves are never read: the
         # tool has no use for them, and reads would touch the keys' LRU clock.
-        "STRLEN", "LLEN", "HLEN", "SCARD", "ZCARD", "XLEN",
+        "STRLEN",
+        "LLEN",
+        "HLEN",
+        "SCARD",
+        "ZCARD",
+        "XLEN",
         # Connection state only; nothing in the dataset changes.
-        "AUTH", "HELLO", "SELECT", "QUIT", "RESET", "READONLY",
+        "AUTH",
+        "HELLO",
+        "SELECT",
+        "QUIT",
+        "RESET",
+        "READONLY",
     }
 )
 # Container commands whose subcommand decides whether they read.

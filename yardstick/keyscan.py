@@ -34,21 +34,40 @@ from yardstick.info import CommandStat, parse_commandstats
 # counts MEMORY and OBJECT subcommands together under the container name.
 OWN_COMMANDS = frozenset(
     {
-        "scan", "type", "memory|usage", "memory", "object|encoding", "object",
-        "strlen", "llen", "hlen", "scard", "zcard", "xlen",
+        "scan",
+        "type",
+        "memory|usage",
+        "memory",
+        "object|encoding",
+        "object",
+        "strlen",
+        "llen",
+        "hlen",
+        "scard",
+        "zcard",
+        "xlen",
     }
 )
 # The element count of a key, by type (what --bigkeys reports; bytes for strings).
 LENGTH_COMMANDS = {
-    "string": "STRLEN", "list": "LLEN", "hash": "HLEN", "set": "SCARD", "zset": "ZCARD",
+    "string": "STRLEN",
+    "list": "LLEN",
+    "hash": "HLEN",
+    "set": "SCARD",
+    "zset": "ZCARD",
     "stream": "XLEN",
 }
 # An encoding names its type, except the compact encodings several types share. A module
 # type reports "raw" too: its STRLEN fails with WRONGTYPE and TYPE is asked instead.
 ENCODING_TYPES = {
-    "int": "string", "embstr": "string", "raw": "string",
-    "quicklist": "list", "linkedlist": "list",
-    "intset": "set", "skiplist": "zset", "stream": "stream",
+    "int": "string",
+    "embstr": "string",
+    "raw": "string",
+    "quicklist": "list",
+    "linkedlist": "list",
+    "intset": "set",
+    "skiplist": "zset",
+    "stream": "stream",
 }
 # Pacing reads the counters at most this often (INFO costs server time too), except in
 # the first rounds, where the cost per key is still unknown.
@@ -165,8 +184,12 @@ class _Protocol:
         if memory_samples is not None:
             usage += (b"SAMPLES", b"%d" % memory_samples)
         shapes = [
-            (b"SCAN", b"0", b"COUNT", b"%d" % scan_count), (b"TYPE", b"k"), usage,
-            (b"OBJECT", b"ENCODING", b"k"), (b"ECHO", marker), (b"INFO", b"commandstats"),
+            (b"SCAN", b"0", b"COUNT", b"%d" % scan_count),
+            (b"TYPE", b"k"),
+            usage,
+            (b"OBJECT", b"ENCODING", b"k"),
+            (b"ECHO", marker),
+            (b"INFO", b"commandstats"),
             *[(c.encode(), b"k") for c in LENGTH_COMMANDS.values()],
         ]
         for shape in shapes:
@@ -202,16 +225,30 @@ class _Protocol:
         headers = list(map(_HEADERS.__getitem__, map(len, keys)))
         length_heads = map(self.heads.__getitem__, guesses)
         n = len(keys)
-        return b"".join(chain.from_iterable(zip(
-            length_heads, headers, keys, repeat(self.length_to_encoding, n), headers, keys,
-            repeat(self.encoding_to_usage, n), headers, keys, repeat(self.usage_end, n),
-            strict=True,
-        )))
+        return b"".join(
+            chain.from_iterable(
+                zip(
+                    length_heads,
+                    headers,
+                    keys,
+                    repeat(self.length_to_encoding, n),
+                    headers,
+                    keys,
+                    repeat(self.encoding_to_usage, n),
+                    headers,
+                    keys,
+                    repeat(self.usage_end, n),
+                    strict=True,
+                )
+            )
+        )
 
 
 _TYPE_NAMES = {
     b"+" + t.encode(): t for t in ("string", "list", "hash", "set", "zset", "stream", "none")
 }
+
+
 def _int_or_none(line: bytes) -> int | None:
     """`:123` as 123; a null or an error as None."""
     return int(line[1:]) if line[:1] == b":" else None

@@ -65,7 +65,9 @@ def stamp(data: pa.Table, table: str, metadata: dict[str, str] | None = None) ->
     )
 
 
-def write_atomic(data: pa.Table, final: Path, conflict: str) -> Path:
+def write_atomic(
+    data: pa.Table, final: Path, conflict: str, row_group_size: int | None = None
+) -> Path:
     """Write `data` to a temporary name, then link it to `final` (never overwriting)."""
     if final.exists():
         raise LakeConflict(conflict)
@@ -73,7 +75,7 @@ def write_atomic(data: pa.Table, final: Path, conflict: str) -> Path:
     # The temporary name does not end in .parquet, so readers never glob a half file.
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(2)}")
     try:
-        pq.write_table(data, tmp, compression="zstd")
+        pq.write_table(data, tmp, compression="zstd", row_group_size=row_group_size)
         # link() fails if the target appeared meanwhile, unlike rename(): no overwrite.
         os.link(tmp, final)
     except FileExistsError:

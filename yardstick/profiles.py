@@ -144,12 +144,21 @@ def _default_shapes(string_keys: int, aggregates: int, elements: int) -> list[Me
     return [
         MemoryShape(name="string", type="string", key_count=string_keys, key_format="key:%06d"),
         MemoryShape(
-            name="hash", type="hash", key_count=aggregates, key_format="hash:%04d",
-            value_bytes=100, elements=elements,
+            name="hash",
+            type="hash",
+            key_count=aggregates,
+            key_format="hash:%04d",
+            value_bytes=100,
+            elements=elements,
         ),
         MemoryShape(
-            name="list", type="list", key_count=aggregates, key_format="list:%04d",
-            value_bytes=10, max_value_bytes=300, elements=elements,
+            name="list",
+            type="list",
+            key_count=aggregates,
+            key_format="list:%04d",
+            value_bytes=10,
+            max_value_bytes=300,
+            elements=elements,
         ),
     ]
 
@@ -243,7 +252,10 @@ PROFILES: dict[str, Profile] = {
         memtier=MemtierProfile(test_time_s=10),
         transport=TransportProfile(rounds=3, requests=50_000, ping_window_s=2.0),
         slow_commands=SlowCommandsProfile(
-            list_len=200_000, hash_fields=50_000, string_keys=100_000, repetitions=7,
+            list_len=200_000,
+            hash_fields=50_000,
+            string_keys=100_000,
+            repetitions=7,
             get_calls=1000,
         ),
         contention=ContentionProfile(

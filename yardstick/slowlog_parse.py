@@ -12,8 +12,22 @@ from typing import Any
 # command is named like INFO commandstats does (`config|get`).
 CONTAINER_COMMANDS = frozenset(
     {
-        "acl", "client", "cluster", "command", "config", "debug", "function", "latency",
-        "memory", "module", "object", "pubsub", "script", "slowlog", "xgroup", "xinfo",
+        "acl",
+        "client",
+        "cluster",
+        "command",
+        "config",
+        "debug",
+        "function",
+        "latency",
+        "memory",
+        "module",
+        "object",
+        "pubsub",
+        "script",
+        "slowlog",
+        "xgroup",
+        "xinfo",
     }
 )
 # Commands whose second word is not a key (it may be a message or a secret).
@@ -22,13 +36,70 @@ SCRIPT_COMMANDS = frozenset({"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall"
 # Option words: they describe what the command does, not the data it carries.
 KEYWORDS = frozenset(
     {
-        "ALPHA", "ASC", "DESC", "LIMIT", "BY", "GET", "STORE", "NOSORT", "MATCH", "COUNT",
-        "TYPE", "NOVALUES", "WITHSCORES", "WITHVALUES", "BYSCORE", "BYLEX", "REV", "EX",
-        "PX", "EXAT", "PXAT", "KEEPTTL", "PERSIST", "NX", "XX", "GT", "LT", "CH", "INCR",
-        "LEFT", "RIGHT", "BEFORE", "AFTER", "RANK", "MAXLEN", "IDX", "LEN", "MINMATCHLEN",
-        "WITHMATCHLEN", "SAMPLES", "AGGREGATE", "WEIGHTS", "SUM", "MIN", "MAX", "BLOCK",
-        "STREAMS", "GROUP", "NOACK", "IDLE", "TIME", "RETRYCOUNT", "FORCE", "JUSTID",
-        "WITHCODE", "ANY", "COPY", "REPLACE", "ABSTTL", "FREQ", "DB", "FIELDS", "FNX", "FXX",
+        "ALPHA",
+        "ASC",
+        "DESC",
+        "LIMIT",
+        "BY",
+        "GET",
+        "STORE",
+        "NOSORT",
+        "MATCH",
+        "COUNT",
+        "TYPE",
+        "NOVALUES",
+        "WITHSCORES",
+        "WITHVALUES",
+        "BYSCORE",
+        "BYLEX",
+        "REV",
+        "EX",
+        "PX",
+        "EXAT",
+        "PXAT",
+        "KEEPTTL",
+        "PERSIST",
+        "NX",
+        "XX",
+        "GT",
+        "LT",
+        "CH",
+        "INCR",
+        "LEFT",
+        "RIGHT",
+        "BEFORE",
+        "AFTER",
+        "RANK",
+        "MAXLEN",
+        "IDX",
+        "LEN",
+        "MINMATCHLEN",
+        "WITHMATCHLEN",
+        "SAMPLES",
+        "AGGREGATE",
+        "WEIGHTS",
+        "SUM",
+        "MIN",
+        "MAX",
+        "BLOCK",
+        "STREAMS",
+        "GROUP",
+        "NOACK",
+        "IDLE",
+        "TIME",
+        "RETRYCOUNT",
+        "FORCE",
+        "JUSTID",
+        "WITHCODE",
+        "ANY",
+        "COPY",
+        "REPLACE",
+        "ABSTTL",
+        "FREQ",
+        "DB",
+        "FIELDS",
+        "FNX",
+        "FXX",
     }
 )
 # After these option words the next argument is a key or a key pattern, kept like a key.
@@ -103,8 +174,13 @@ def parse_entry(item: list[Any]) -> SlowlogEntry:
     name = _optional_text(rest[2]) if len(rest) > 2 else None
     argc = int(rest[3]) if len(rest) > 3 and rest[3] is not None else None
     return SlowlogEntry(
-        **head, args=args, client_addr=addr, client_name=name, entry_fields=len(item),
-        complexity=complexity, arg_count_original=argc,
+        **head,
+        args=args,
+        client_addr=addr,
+        client_name=name,
+        entry_fields=len(item),
+        complexity=complexity,
+        arg_count_original=argc,
     )
 
 
@@ -171,8 +247,7 @@ def redact(args: tuple[str, ...] | list[str]) -> list[str]:
 def parse_latency_latest(reply: list[Any] | None) -> list[LatencyEvent]:
     """LATENCY LATEST rows: [event, unix time, latest ms, all-time max ms]."""
     return [
-        LatencyEvent(event=text(r[0]), latest_at_s=int(r[1]), latest_ms=int(r[2]),
-                     max_ms=int(r[3]))
+        LatencyEvent(event=text(r[0]), latest_at_s=int(r[1]), latest_ms=int(r[2]), max_ms=int(r[3]))
         for r in reply or []
     ]
 

@@ -74,8 +74,13 @@ def run_tool(args: list[str], timeout_s: float, env: dict[str, str] | None = Non
     never quote the command line."""
     try:
         result = subprocess.run(
-            args, capture_output=True, text=True, timeout=timeout_s, check=False,
-            env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
+            args,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
         raise ToolTimeout(f"{os.path.basename(args[0])} killed after {timeout_s:.0f} s") from None

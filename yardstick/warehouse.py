@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 
 META = "_yardstick_meta"  # key/value: models digest, schema version, update state
 LOADED = "_yardstick_runs"  # one row per (env, run) the marts hold
-FOOTERS = "_yardstick_footers"  # compacted files' footers, read once
+FILES = "_yardstick_files"  # current lake files and the range of runs each holds
+LEFTOVERS = "_yardstick_leftovers"  # files still present that a compacted file replaced
+PENDING = "_yardstick_pending"  # complete runs held back by until_run_id
 
 
 @dataclass
@@ -67,56 +69,141 @@ def _expected_meta() -> dict[str, str]:
     return {"models_digest": dbt.models_digest(), "schema_version": str(SCHEMA_VERSION)}
 
 
-def _footer_cache(
-    con: duckdb.DuckDBPyConnection,
-) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
-    """Compacted files' footers already read, by path."""
-    try:
-        rows = con.execute(f"select path, runs, replaces from {FOOTERS}").fetchall()
-    except duckdb.CatalogException:
-        return {}
-    return {path: (tuple(runs), tuple(replaces)) for path, runs, replaces in rows}
+@dataclass
+class Survey:
+    """What the lake holds now, as far as an update needs to know."""
+
+    ranges: dict[str, tuple[str, str, lake.LakeFile]]  # current files: (min run, max run, file)
+    leftovers: set[str]  # files still present that a compacted file replaced
+    candidates: set[tuple[str, str]]  # (env, run) whose `runs` row is in a file not seen before
 
 
-def _save_footers(con: duckdb.DuckDBPyConnection, files: list[lake.LakeFile]) -> None:
-    """Remember compacted files' footers (only files still in the lake)."""
-    con.execute(
-        f"create or replace table {FOOTERS} (path varchar, runs varchar[], replaces varchar[])"
-    )
-    rows = [(str(f.path), list(f.runs), list(f.replaces)) for f in files if f.kind == "compacted"]
-    if rows:
-        con.executemany(f"insert into {FOOTERS} values (?, ?, ?)", rows)
-
-
-def _complete_runs(files: list[lake.LakeFile]) -> dict[tuple[str, str], list[lake.LakeFile]]:
-    """(env, run_id) of every run whose `runs` row has landed, with the files holding it."""
-    complete: dict[tuple[str, str], list[lake.LakeFile]] = {}
-    for f in files:
+def _survey(lake_dir: Path, known: dict[str, tuple[str, str]], leftovers: set[str]) -> Survey:
+    """List the lake; open only files not seen by an earlier update (a compacted file's footer
+    names its runs and what it replaced), so the cost follows what changed, not the history."""
+    present = lake.scan(lake_dir, read_footers=False)
+    present_paths = {str(f.path) for f in present}
+    replaced = {path for path in leftovers if path in present_paths}
+    ranges: dict[str, tuple[str, str, lake.LakeFile]] = {}
+    candidates: set[tuple[str, str]] = set()
+    for f in present:
+        path = str(f.path)
+        if path in replaced:
+            continue
+        if path in known:
+            ranges[path] = (*known[path], f)
+            continue
+        if f.kind == "compacted":
+            f = f.with_footer()
+            replaced.update(str(lake_dir / f.table / name) for name in f.replaces)
+        runs = f.runs or ("",)
+        ranges[path] = (min(runs), max(runs), f)
         if f.table == "runs":
-            for run_id in f.runs:
-                complete.setdefault((f.env, run_id), []).append(f)
-    return complete
+            candidates.update((f.env, run) for run in f.runs)
+    for path in replaced:
+        ranges.pop(path, None)
+    return Survey(ranges, replaced & present_paths, candidates)
 
 
-def _load_batch(
-    con: duckdb.DuckDBPyConnection,
-    files: list[lake.LakeFile],
-    batch: set[tuple[str, str]],
-    reloaded: bool = False,
-) -> int:
-    """Create raw_<table> with the rows of the batch's runs and batch_runs; return files read."""
-    con.execute(
-        "create or replace table batch_runs (env varchar, run_id varchar, reloaded boolean)"
+def _save_survey(con: duckdb.DuckDBPyConnection, survey: Survey, pending: set) -> None:
+    """Remember the current files (with their run ranges), leftovers and held-back runs."""
+    files = pa.table(
+        {
+            "path": list(survey.ranges),
+            "table_name": [f.table for _, _, f in survey.ranges.values()],
+            "env": [f.env for _, _, f in survey.ranges.values()],
+            "min_run": [lo for lo, _, _ in survey.ranges.values()],
+            "max_run": [hi for _, hi, _ in survey.ranges.values()],
+        }
     )
-    rows = sorted(batch)
-    if rows:
-        con.executemany(
-            "insert into batch_runs values (?, ?, ?)", [(e, r, reloaded) for e, r in rows]
+    leftovers = pa.table({"path": pa.array(sorted(survey.leftovers), pa.string())})
+    held = pa.table(
+        {
+            "env": pa.array([e for e, _ in sorted(pending)], pa.string()),
+            "run_id": pa.array([r for _, r in sorted(pending)], pa.string()),
+        }
+    )
+    for name, data in ((FILES, files), (LEFTOVERS, leftovers), (PENDING, held)):
+        con.register("survey_rows", data)
+        con.execute(f"create or replace table {name} as select * from survey_rows")
+        con.unregister("survey_rows")
+
+
+def _read_survey(con: duckdb.DuckDBPyConnection) -> tuple[dict, set[str], set]:
+    """The files, leftovers and held-back runs the previous update remembered."""
+    known = {
+        path: (lo, hi)
+        for path, lo, hi in con.execute(f"select path, min_run, max_run from {FILES}").fetchall()
+    }
+    leftovers = {path for (path,) in con.execute(f"select path from {LEFTOVERS}").fetchall()}
+    pending = set(con.execute(f"select env, run_id from {PENDING}").fetchall())
+    return known, leftovers, pending
+
+
+def _runs_table(runs: set[tuple[str, str]]) -> pa.Table:
+    """(env, run_id) pairs as an Arrow table, sorted (inserted in one statement, not row by row)."""
+    ordered = sorted(runs)
+    return pa.table(
+        {
+            "env": pa.array([e for e, _ in ordered], pa.string()),
+            "run_id": pa.array([r for _, r in ordered], pa.string()),
+        }
+    )
+
+
+def _append_loaded(con: duckdb.DuckDBPyConnection, runs: set[tuple[str, str]]) -> None:
+    """Record runs as loaded into the marts."""
+    con.register("loaded_rows", _runs_table(runs))
+    con.execute(f"insert into {LOADED} select env, run_id from loaded_rows")
+    con.unregister("loaded_rows")
+
+
+def _new_runs(
+    con: duckdb.DuckDBPyConnection, candidates: set[tuple[str, str]]
+) -> tuple[set[tuple[str, str]], dict[str, str]]:
+    """Candidates not loaded yet, and the latest loaded run of each of their environments."""
+    if not candidates:
+        return set(), {}
+    con.register("candidates", _runs_table(candidates))
+    try:
+        lowest = min(run for _, run in candidates)
+        # Loaded runs are appended in time order: the bound lets DuckDB skip older row groups.
+        new = set(
+            con.execute(
+                "select c.env, c.run_id from candidates as c anti join "
+                f"(select * from {LOADED} where run_id >= ?) as l "
+                "on l.env = c.env and l.run_id = c.run_id",
+                [lowest],
+            ).fetchall()
         )
+        latest = dict(
+            con.execute(
+                f"select env, max(run_id) from {LOADED} "
+                "semi join (select distinct env from candidates) using (env) group by env"
+            ).fetchall()
+        )
+    finally:
+        con.unregister("candidates")
+    return new, latest
+
+
+def _load_batch(con: duckdb.DuckDBPyConnection, survey: Survey, batch: set[tuple[str, str]]) -> int:
+    """Create raw_<table> with the rows of the batch's runs, and batch_runs; return files read."""
+    con.register("batch_rows", _runs_table(batch))
+    con.execute("create or replace table batch_runs as select env, run_id from batch_rows")
+    con.unregister("batch_rows")
+    bounds: dict[str, tuple[str, str]] = {}
+    for env, run in batch:
+        lo, hi = bounds.get(env, (run, run))
+        bounds[env] = (min(lo, run), max(hi, run))
+    # A file is read only if its run range meets the batch's range for its environment.
     by_table: dict[str, list[lake.LakeFile]] = {}
-    for f in files:
-        if any((f.env, run_id) in batch for run_id in f.runs):
+    for lo, hi, f in survey.ranges.values():
+        want = bounds.get(f.env)
+        if want and lo <= want[1] and hi >= want[0]:
             by_table.setdefault(f.table, []).append(f)
+    lowest = min(run for _, run in batch) if batch else ""
+    highest = max(run for _, run in batch) if batch else ""
     read = 0
     for table in TABLES:
         empty = file_schema(table).empty_table()  # noqa: F841 - read by DuckDB's replacement scan
@@ -130,11 +217,12 @@ def _load_batch(
         read += len(chosen)
         paths = pa.table(
             {"filename": [str(f.path) for f in chosen], "file_env": [f.env for f in chosen]}
-        )  # noqa: F841
+        )
         con.register("lake_paths", paths)
         listing = "[" + ", ".join(_quote(str(f.path)) for f in chosen) + "]"
-        # Files written under an older schema lack newer columns: by-name insert leaves them null.
-        # The run filter matters for compacted files, which hold runs already loaded.
+        # Files written under an older schema lack newer columns: by-name insert leaves them
+        # null. Compacted files hold runs already loaded: the range skips their older row
+        # groups (they are sorted by run id), the semi join keeps exactly the batch.
         con.execute(
             f"insert into raw_{table} by name "
             f"select t.* exclude (filename), p.file_env as env, "
@@ -142,7 +230,9 @@ def _load_batch(
             f"from read_parquet({listing}, filename = true, union_by_name = true, "
             f"hive_partitioning = false) as t "
             f"join lake_paths as p on p.filename = t.filename "
-            f"semi join batch_runs as b on b.env = p.file_env and b.run_id = t.run_id"
+            f"semi join batch_runs as b on b.env = p.file_env and b.run_id = t.run_id "
+            f"where t.run_id between ? and ?",
+            [lowest, highest],
         )
         con.unregister("lake_paths")
     return read
@@ -187,8 +277,9 @@ def _update(
     reason = "asked for a full rebuild" if full else ""
     if not full and not warehouse_path.exists():
         reason = "no warehouse yet"
-    footers: dict = {}
-    loaded: set[tuple[str, str]] = set()
+    known: dict[str, tuple[str, str]] = {}
+    leftovers: set[str] = set()
+    pending: set[tuple[str, str]] = set()
     if not reason:
         try:
             con = duckdb.connect(str(warehouse_path), read_only=True)
@@ -198,29 +289,31 @@ def _update(
             try:
                 meta = _meta(con)
                 expected = _expected_meta()
-                if meta.get("state") != "ok":
+                if not meta:
+                    reason = "the warehouse was built by an earlier version of the tool"
+                elif meta.get("state") != "ok":
                     reason = "the previous update did not finish"
                 elif meta.get("models_digest") != expected["models_digest"]:
                     reason = "the SQL models changed"
                 elif meta.get("schema_version") != expected["schema_version"]:
                     reason = "the lake schema changed"
                 else:
-                    footers = _footer_cache(con)
-                    loaded = set(con.execute(f"select env, run_id from {LOADED}").fetchall())
-                    latest = dict(
-                        con.execute(
-                            f"select env, max(run_id) from {LOADED} group by env"
-                        ).fetchall()
-                    )
+                    known, leftovers, pending = _read_survey(con)
+                    survey = _survey(lake_dir, known, leftovers)
+                    new, latest = _new_runs(con, survey.candidates | pending)
             finally:
                 con.close()
     if reason:
         return _rebuild(lake_dir, warehouse_path, reason, start, until_run_id)
 
-    files = lake.current(lake.scan(lake_dir, footers=footers))
-    complete = _complete_runs(files)
-    batch = _wanted(set(complete), until_run_id) - loaded
+    batch = _wanted(new, until_run_id)
+    held = new - batch
     if not batch:
+        con = _connect(warehouse_path)
+        try:
+            _save_survey(con, survey, held)
+        finally:
+            con.close()
         return UpdateResult(
             warehouse_path,
             "up-to-date",
@@ -239,8 +332,8 @@ def _update(
     con = _connect(warehouse_path)
     try:
         _set_meta(con, state="updating")
-        read = _load_batch(con, files, batch)
-        _save_footers(con, files)
+        read = _load_batch(con, survey, batch)
+        _save_survey(con, survey, held)
     finally:
         con.close()
     load_s = time.perf_counter() - load_start
@@ -250,7 +343,7 @@ def _update(
     models_s = time.perf_counter() - models_start
     con = _connect(warehouse_path)
     try:
-        con.executemany(f"insert into {LOADED} values (?, ?)", sorted(batch))
+        _append_loaded(con, batch)
         _set_meta(con, state="ok")
         con.execute("checkpoint")
     finally:
@@ -279,15 +372,15 @@ def _rebuild(
         leftover.unlink(missing_ok=True)
     try:
         load_start = time.perf_counter()
-        files = lake.current(lake.scan(lake_dir))
-        complete = _wanted(set(_complete_runs(files)), until_run_id)
+        survey = _survey(lake_dir, {}, set())
+        complete = _wanted(survey.candidates, until_run_id)
         con = _connect(tmp)
         try:
             con.execute(f"create table {META} (key varchar, value varchar)")
             con.execute(f"create table {LOADED} (env varchar, run_id varchar)")
             _set_meta(con, state="updating")
-            read = _load_batch(con, files, complete)
-            _save_footers(con, files)
+            read = _load_batch(con, survey, complete)
+            _save_survey(con, survey, survey.candidates - complete)
         finally:
             con.close()
         load_s = time.perf_counter() - load_start
@@ -299,8 +392,7 @@ def _rebuild(
         models_s = time.perf_counter() - models_start
         con = _connect(tmp)
         try:
-            if complete:
-                con.executemany(f"insert into {LOADED} values (?, ?)", sorted(complete))
+            _append_loaded(con, complete)
             _set_meta(con, state="ok", **_expected_meta())
             con.execute("checkpoint")
         finally:
