@@ -12,21 +12,24 @@ lookback as (
 ),
 
 windowed as (
+    /* Each collection's last 24 hours as a window frame, not a self-join: a day of 288
+       collections is 288 frames, not 288 x 288 pairs. The frame's lower bound excludes the
+       collection exactly 24 h earlier (timestamps have microseconds). */
     select
-        r.run_id,
-        r.env,
-        sum(p.ids_logged) filter (p.ids_logged is not null and p.interval_s > 0) as ids_24h,
-        sum(p.interval_s) filter (p.ids_logged is not null and p.interval_s > 0)
+        run_id,
+        env,
+        sum(ids_logged) filter (ids_logged is not null and interval_s > 0) over last_24h
+            as ids_24h,
+        sum(interval_s) filter (ids_logged is not null and interval_s > 0) over last_24h
             as observed_s,
-        sum(p.lost_entries) as lost_24h,
-        count(p.run_id) as collections_24h,
-        median(p.gap_since_previous_s) as median_gap_s,
-    from batch as r
-    join lookback as p
-        on p.env = r.env
-        and p.collected_at <= r.collected_at
-        and p.collected_at > r.collected_at - interval 24 hour
-    group by r.run_id, r.env
+        sum(lost_entries) over last_24h as lost_24h,
+        count(run_id) over last_24h as collections_24h,
+        median(gap_since_previous_s) over last_24h as median_gap_s,
+    from lookback
+    window last_24h as (
+        partition by env order by collected_at
+        range between interval '23:59:59.999999' preceding and current row
+    )
 ),
 
 rates as (
@@ -35,7 +38,7 @@ rates as (
         g.slowlog_max_len,
         60.0 * w.ids_24h / nullif(w.observed_s, 0) as entries_per_min,
     from windowed as w
-    join batch as g on g.run_id = w.run_id and g.env = w.env
+    join batch as g on g.run_id = w.run_id and g.env = w.env  /* the batch's rows only */
 )
 
 select
