@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import threading
 import time
@@ -77,12 +78,37 @@ def cache_root() -> Path:
 
 
 def state_dir(warehouse_path: Path) -> Path:
-    """Where dbt's profile, target/ and logs/ live for one DuckDB file and version of the
-    models: never in sql/ (an installed package is read-only) nor beside the warehouse (that
-    folder is the user's). dbt re-parses the whole project (seconds) whenever the profile
-    names another file, so each file keeps its own parse."""
-    where = hashlib.sha256(str(warehouse_path.resolve()).encode()).hexdigest()[:12]
-    return cache_root() / f"{models_digest()}-{where}"
+    """Where dbt's profile, target/ and logs/ live for one version of the models and one
+    database name: never in sql/ (an installed package is read-only) nor beside the warehouse
+    (that folder is the user's). dbt re-parses the whole project (seconds) when the database
+    name changes (dbt-duckdb names it after the file's stem); the folder is not otherwise
+    tied to a path (see _parse_ignores_path)."""
+    database = re.sub(r"[^A-Za-z0-9_.-]+", "_", _stem(warehouse_path)) or "db"
+    return cache_root() / f"{models_digest()}-{database}"
+
+
+def _stem(path: Path) -> str:
+    """The database name dbt-duckdb gives a file: its name up to the last suffix."""
+    return path.name.rsplit(".", 1)[0] if "." in path.name[1:] else path.name
+
+
+def _parse_ignores_path() -> None:
+    """Leave the DuckDB file's path out of what decides whether dbt may reuse its parse.
+
+    dbt hashes the connection keys into its partial-parse check, so every new file (each
+    test, each temporary rebuild) cost a full parse of ~110 files. Nothing in sql/ reads the
+    path; the database name, which the parse does use, stays in the hash."""
+    from dbt.adapters.duckdb.credentials import DuckDBCredentials
+
+    if getattr(DuckDBCredentials, "_yardstick_path_ignored", False):
+        return
+    keys = DuckDBCredentials._connection_keys
+
+    def without_path(self) -> tuple[str, ...]:
+        return tuple(key for key in keys(self) if key != "path")
+
+    DuckDBCredentials._connection_keys = without_path
+    DuckDBCredentials._yardstick_path_ignored = True
 
 
 @contextmanager
@@ -146,6 +172,8 @@ def run(
     """Invoke dbt (`build`, `run`, `test`, ...) on `warehouse_path`; raise ModelError naming the
     failing node."""
     from dbt.cli.main import dbtRunner  # heavy import: only when the warehouse is built
+
+    _parse_ignores_path()
 
     state = state_dir(warehouse_path)
     threads = duckdb_threads or os.cpu_count() or 1
