@@ -140,15 +140,12 @@ def read_footer(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def scan(
     lake_dir: str | Path,
     tables: list[str] | None = None,
-    footers: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] | None = None,
     envs: list[str] | None = None,
     read_footers: bool = True,
 ) -> list[LakeFile]:
-    """Every Parquet file in the lake (current or replaced); `footers` caches compacted files'
-    footers by path and is filled in; `read_footers=False` lists compacted files without
-    opening them (see LakeFile.with_footer)."""
+    """Every Parquet file in the lake (current or replaced); `read_footers=False` lists
+    compacted files without opening them (see LakeFile.with_footer)."""
     lake_dir = Path(lake_dir)
-    footers = {} if footers is None else footers
     found: list[LakeFile] = []
     for table in tables or list(TABLES):
         root = lake_dir / table
@@ -168,31 +165,19 @@ def scan(
                         continue
                     path = Path(entry.path)
                     if name.startswith(COMPACTED_PREFIX):
-                        key = str(path)
                         generation = int(name.removeprefix(COMPACTED_PREFIX).split(".")[0])
-                        if not read_footers and key not in footers:
-                            found.append(
-                                LakeFile(
-                                    table,
-                                    env,
-                                    period,
-                                    path,
-                                    "compacted",
-                                    (),
-                                    (),
-                                    generation,
-                                    footer_read=False,
-                                )
-                            )
-                            continue
-                        if key not in footers:
-                            footers[key] = read_footer(path)
-                        runs, replaces = footers[key]
-                        found.append(
-                            LakeFile(
-                                table, env, period, path, "compacted", runs, replaces, generation
-                            )
+                        listed = LakeFile(
+                            table,
+                            env,
+                            period,
+                            path,
+                            "compacted",
+                            (),
+                            (),
+                            generation,
+                            footer_read=False,
                         )
+                        found.append(listed.with_footer() if read_footers else listed)
                     elif _RUN_ID.match(name.removesuffix(".parquet")):
                         found.append(
                             LakeFile(
