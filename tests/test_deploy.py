@@ -1,9 +1,8 @@
 """`prefect deploy --all` from the repository's prefect.yaml creates the nightly deployment.
 
-Runs the real Prefect CLI from this venv against a throwaway PREFECT_HOME. No
-server is started: with PREFECT_API_URL unset and ephemeral mode on, every CLI
-call starts a temporary server on the SQLite database under PREFECT_HOME, so
-state carries over from one call to the next. Takes about 30 s.
+Runs the real Prefect CLI from this venv against a throwaway PREFECT_HOME and one
+`prefect server start` on a free loopback port (every CLI call in ephemeral mode would
+start a temporary server of its own, ~10 s each).
 """
 
 from __future__ import annotations
@@ -12,7 +11,13 @@ import json
 import os
 import subprocess
 import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from yardstick.embedded import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 PREFECT = Path(sys.executable).parent / "prefect"
@@ -44,6 +49,36 @@ def _prefect_env(home: Path) -> dict[str, str]:
     return env
 
 
+@contextmanager
+def _prefect_server(env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """A real Prefect server on a free port; yields the environment that points at it."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO, env=env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    api_url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, "prefect server start exited"
+            try:
+                with urllib.request.urlopen(f"{api_url}/health", timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "prefect server did not answer in 120 s"
+                time.sleep(0.5)
+        yield {**env, "PREFECT_API_URL": api_url}
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
 def _prefect(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
         [str(PREFECT), "--no-prompt", *args],
@@ -66,8 +101,11 @@ def test_prefect_deploy_all_creates_nightly_deployment(tmp_path: Path) -> None:
     assert (REPO / "prefect.yaml").is_file()
     assert (REPO / "flows" / "nightly.py").is_file(), "flows/nightly.py is missing"
 
-    env = _prefect_env(tmp_path / "prefect-home")
+    with _prefect_server(_prefect_env(tmp_path / "prefect-home")) as env:
+        _deploy_and_inspect(env)
 
+
+def _deploy_and_inspect(env: dict[str, str]) -> None:
     # `prefect deploy` refuses (exit 1) when the work pool does not exist yet.
     _prefect(env, "work-pool", "create", "yardstick", "--type", "process", "--overwrite")
     deploy = _prefect(env, "deploy", "--all")
