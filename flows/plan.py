@@ -22,7 +22,7 @@ from yardstick.tasks.slow_commands import slow_commands
 from yardstick.tasks.slowlog import collect_slowlog
 from yardstick.tasks.throughput import throughput
 from yardstick.tasks.transport import transport
-from yardstick.tools import find_tool
+from yardstick.tools import find_tool, search_tool
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,10 @@ class Family:
         if self.needs_server_host and not env.on_server_host:
             return "measures the machine it runs on: the prober is not on the server host"
         if self.tool and find_tool(self.tool) is None:
-            return f"skipped: {self.tool} not installed"
+            refused = search_tool(self.tool).refused
+            # A binary whose version cannot be told is not used: say so rather than "absent".
+            why = search_tool(self.tool).described if refused else "not installed"
+            return f"skipped: {self.tool} {why}"
         if self.applies is not None:
             return self.applies(env)
         return None

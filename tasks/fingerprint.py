@@ -17,6 +17,7 @@ from yardstick.connect import open_client
 from yardstick.info import parse_info
 from yardstick.schemas import to_table
 from yardstick.tasks.base import Measured
+from yardstick.tools import tool_facts
 
 INFO_SECTIONS = ("server", "memory", "persistence", "clients", "keyspace")
 # The settings the seed reads before trusting any number.
@@ -55,6 +56,22 @@ def prober_facts() -> dict[str, str]:
     }
 
 
+def server_product(server: dict[str, str]) -> dict[str, str]:
+    """Which product the server is and its own version, from INFO server.
+
+    Valkey answers `redis_version:7.2.4` (the Redis it is compatible with) beside
+    `server_name:valkey` and `valkey_version:8.1.8`, and `server_mode` instead of
+    `redis_mode`: the product's own version is the one that marks an upgrade."""
+    name = (server.get("server_name") or "").strip().lower()
+    if not name:
+        name = next(
+            (p for p in ("valkey", "dragonfly", "keydb") if f"{p}_version" in server), "redis"
+        )
+    version = server.get(f"{name}_version") or server.get("redis_version") or ""
+    mode = server.get("redis_mode") or server.get("server_mode") or ""
+    return {"name": name, "version": version, "mode": mode}
+
+
 def _config_values(client: redis.Redis) -> dict[str, str]:
     """CONFIG GET of each seed setting, one key at a time (multi-key needs 7.0)."""
     values: dict[str, str] = {}
@@ -69,7 +86,8 @@ def _config_values(client: redis.Redis) -> dict[str, str]:
 
 @task(name="fingerprint", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
 def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -> Measured:
-    """Record INFO sections, CONFIG GET values, prober host facts and transport."""
+    """Record INFO sections, the server product and its version, CONFIG GET values, prober
+    host facts, the wrapped tools and transport."""
     rows: list[dict] = []
 
     def add(section: str, values: dict[str, str]) -> None:
@@ -80,6 +98,8 @@ def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -
         for section in INFO_SECTIONS:
             for name, values in parse_info(client.info(section)).items():
                 add(name or section, values)
+                if (name or section) == "server":
+                    add("product", server_product(values))
         add("config", _config_values(client))
     finally:
         client.close()
@@ -91,6 +111,9 @@ def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -
         "same_server_as": env.same_server_as or "",
     })
     add("prober", prober_facts())
+    # The wrapped C tools this prober would run: '7.0.15 /usr/bin/redis-benchmark',
+    # 'not found' or 'unknown: <reason>' (a version is read only from a real version line).
+    add("tools", tool_facts())
     if server_binary:
         add("embedded", server_binary)
     return Measured(tables={"fingerprint": to_table("fingerprint", rows)})

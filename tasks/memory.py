@@ -1,6 +1,7 @@
-"""Bytes per key by used_memory difference (scratch only): for each shape, read used_memory,
-load the keys with pipelining, read it again, sample MEMORY USAGE (default samples and
-SAMPLES 0), remove exactly the keys loaded, read it a third time; repeated.
+"""Bytes per key by used_memory difference (scratch only): for each shape, wait until
+used_memory has stopped falling, read it, load the keys with pipelining, read it again, sample
+MEMORY USAGE (default samples and SAMPLES 0), remove exactly the keys loaded, read it a third
+time; repeated.
 
 The difference is the only number that does not cheat: MEMORY USAGE leaves out the key's
 share of the main table and samples aggregates. This task returns the raw readings and
@@ -37,6 +38,16 @@ LAZYFREE_WAIT_S = 10.0
 # pointer per bucket, buckets a power of two at least the number of keys.
 SETTLE_WAIT_S = 1.0
 SETTLE_MIN_TABLE_BYTES = 16 * 1024
+# Before each "before" reading, used_memory must have stopped falling: on Valkey the memory of
+# the previous repetition (or shape, or warm-up) is still being returned for a while after
+# DEL and the lazy-free counter reach zero, and a "before" read then is too high (the
+# repetitions after the first read 2.3 % low). Settled: this many consecutive reads, this far
+# apart, none lower than the lowest so far by more than the tolerance (client buffers and
+# INFO itself move a few hundred bytes); bounded by the timeout.
+STEADY_READS = 5
+STEADY_POLL_S = 0.025
+STEADY_TOLERANCE_BYTES = 1024
+STEADY_TIMEOUT_S = 5.0
 
 
 class NotScratch(Exception):
@@ -171,6 +182,28 @@ def _settle(client: redis.Redis, removed_bytes: int, keys: int) -> None:
         time.sleep(0.02)
 
 
+def wait_until_steady(
+    client: redis.Redis, reads: int = STEADY_READS, poll_s: float = STEADY_POLL_S,
+    tolerance_bytes: int = STEADY_TOLERANCE_BYTES, timeout_s: float = STEADY_TIMEOUT_S,
+) -> bool:
+    """Poll used_memory until `reads` consecutive reads fall no further than `tolerance_bytes`
+    below the lowest seen; False when `timeout_s` passed first (the readings then show it)."""
+    deadline = time.monotonic() + timeout_s
+    lowest = _used_memory(client)
+    steady = 0
+    while steady < reads:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll_s)
+        now = _used_memory(client)
+        if now < lowest - tolerance_bytes:
+            steady = 0
+        else:
+            steady += 1
+        lowest = min(lowest, now)
+    return True
+
+
 def _warm_up(client: redis.Redis, profile: MemoryProfile, shape: MemoryShape) -> None:
     """Load and remove one batch of the shape, so the connection's buffers are at their
     working size for its commands before the first reading (they count in used_memory)."""
@@ -257,6 +290,11 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
             for repetition in range(profile.repetitions):
                 start = time.perf_counter()
                 started_at = utc_now()
+                # The "settle" reading opens the wait, "before" closes it: their times give
+                # how long used_memory took to stop falling, their difference what was still
+                # being returned.
+                readings.append(_reading(client, shape.name, repetition, "settle"))
+                wait_until_steady(client)
                 readings.append(_reading(client, shape.name, repetition, "before"))
                 try:
                     load_start = time.perf_counter()

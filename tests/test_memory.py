@@ -15,7 +15,13 @@ from yardstick.flows.plan import FAMILIES, check_families
 from yardstick.profiles import MemoryProfile, MemoryShape
 from yardstick.schemas import to_table
 from yardstick.tasks.base import utc_now
-from yardstick.tasks.memory import ForeignKeys, NotScratch, memory_by_difference
+from yardstick.tasks.memory import (
+    STEADY_TIMEOUT_S,
+    ForeignKeys,
+    NotScratch,
+    memory_by_difference,
+    wait_until_steady,
+)
 
 STRINGS = MemoryShape(name="string", type="string", key_count=10_000, key_format="key:%06d")
 LIST = MemoryShape(
@@ -85,6 +91,40 @@ def test_bytes_per_key_matches_a_difference_taken_here(redis_server, tmp_path):
     assert recovered == pytest.approx(1, abs=0.05)
     report = con.execute("select formula_direction from report_memory_shapes").fetchall()
     assert all(row[0] for row in report)  # every estimate says which way it errs
+
+    # What was written per key is stated: the tool's own key names, not the seed's key:%06d.
+    written = {r[0]: r[1:] for r in con.execute(
+        "select shape, key_name_bytes, value_bytes_per_element from report_memory_shapes"
+    ).fetchall()}
+    assert written["string"] == (len(f"{PROFILE.key_prefix}string:key:000001"), 100)
+    assert written["list"][0] == len(f"{PROFILE.key_prefix}list:list:001")
+    assert LIST.value_bytes <= written["list"][1] <= LIST.max_value_bytes
+    # Every repetition waited for used_memory to settle before "before", and says how long.
+    settles = con.execute(
+        "select shape, repetition, settle_s from memory_repetitions order by all").fetchall()
+    assert len(settles) == 2 * PROFILE.repetitions
+    assert all(0 < s < STEADY_TIMEOUT_S + 1 for *_, s in settles)
+
+
+class FakeInfo:
+    """A client whose used_memory falls by `steps`, then stays put."""
+
+    def __init__(self, values: list[int]) -> None:
+        self.values, self.reads = values, 0
+
+    def info(self, section: str) -> str:
+        value = self.values[min(self.reads, len(self.values) - 1)]
+        self.reads += 1
+        return f"# Memory\r\nused_memory:{value}\r\n"
+
+
+def test_wait_until_steady_waits_for_memory_to_stop_falling():
+    falling = FakeInfo([1_000_000, 900_000, 800_000, 700_000, 700_100, 699_500])
+    assert wait_until_steady(falling, reads=3, poll_s=0, tolerance_bytes=1024)
+    # Not before the last fall of more than the tolerance, then 3 steady reads.
+    assert falling.reads >= 4 + 3
+    never = FakeInfo(list(range(10_000_000, 0, -10_000)))
+    assert not wait_until_steady(never, reads=3, poll_s=0.001, timeout_s=0.05)
 
 
 def test_refuses_a_database_holding_foreign_keys(redis_server):

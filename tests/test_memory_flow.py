@@ -65,6 +65,10 @@ def test_memory_sections_on_scratch_and_read_only(prefect_server, redis_server, 
     scratch = (tmp_path / "out" / "scratch.md").read_text()
     assert "## Memory: what a key costs" in scratch and "difference per key" in scratch
     assert "promises room that is not there" in scratch  # the direction is stated
+    # The key names it measured (yardstick:mem:string:key:%06d, 31 bytes) and the value size.
+    row = next(line for line in scratch.splitlines() if line.startswith("| `string` (string)"))
+    assert "| 31 B | 100 B |" in row
+    assert "waited until used_memory stopped falling" in scratch
     report = (tmp_path / "out" / "site.md").read_text()
     assert "## Memory: what a key costs" not in report  # read-only: no load, no section
     assert "## Key space by prefix" in report

@@ -91,6 +91,14 @@ def test_experiments_on_scratch(prefect_server, redis_server, tmp_path):
     assert figure(con, run_id, "victim_wait_over_execution")["value"] > 10
     assert figure(con, run_id, "victim_pings_over_threshold")["value"] > 0
     assert figure(con, run_id, "victim_rtt_during_mean_us")["n"] == 2  # windows
+    # The headline: each PING waited about one SORT's execution (less the probe's pause
+    # between PINGs), a ratio the server sets; during ÷ after depends on the probe's pacing
+    # and path, so it is not presented as one that transfers.
+    per_sort = figure(con, run_id, "victim_wait_over_culprit_sort")
+    assert per_sort["nature"] == "ratio" and per_sort["n"] == 2
+    assert 0.3 < per_sort["value"] < 3
+    idle = figure(con, run_id, "victim_during_over_after")
+    assert idle["nature"] == "absolute" and "pacing" in idle["not_transferable_because"]
 
     # O(N) commands: every repetition matched to its own SLOWLOG entry.
     for command in ("lrange_all", "hgetall", "keys_pattern", "sort_alpha_limit"):
@@ -114,6 +122,10 @@ def test_experiments_on_scratch(prefect_server, redis_server, tmp_path):
     report = render_reports(tmp_path / "w.duckdb", tmp_path / "out", run_id)["scratch"]
     text = report.read_text()
     assert "holds 0 of the victim's PINGs" in text
+    headline = next(line for line in text.splitlines() if line.startswith("**While a culprit"))
+    assert "one SORT took to execute" in headline
+    assert ("**noisy**" in headline) == per_sort["noisy"]
+    assert "depends on the probe's pacing" in text
     assert "LIMIT reduces M, not N" in text
     assert "## Three instruments, one fact" in text
     assert "The latency monitor is off" in text

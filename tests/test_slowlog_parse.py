@@ -96,6 +96,22 @@ def test_seven_field_entry_of_redis_8_10_counts_original_arguments():
     assert entry.client_name == "app"
 
 
+def test_raw_cli_output_of_redis_8_10_keeps_the_argument_count_line_apart():
+    # redis-cli prints the 7th field on a line of its own: one integer between the client
+    # name and the next entry's id, time and duration (redis/redis#15347).
+    args = ["SADD", "s", *["m"] * 29, "... (2 more arguments)"]
+    raw = "\n".join([
+        "9", "1795990176", "20000", *args, "127.0.0.1:1", "app", "33",
+        "8", "1795990170", "15000", "GET", "127.0.0.1:1", "127.0.0.1:2", "", "3",
+    ]) + "\n"
+    first, second = parse_slowlog(parse_cli_raw_slowlog(raw))
+    assert (first.entry_id, first.arg_count_original, first.client_name) == (9, 33, "app")
+    assert len(first.args) == 32 and first.entry_fields == 7
+    # An argument that looks like an address does not end the arguments early.
+    assert second.args == ("GET", "127.0.0.1:1") and second.arg_count_original == 3
+    assert second.client_addr == "127.0.0.1:2" and second.client_name is None
+
+
 def test_seven_field_entry_of_redis_enterprise_puts_complexity_first():
     entry = parse_entry(
         [5, 1795990176, 30000, b"N:200000", [b"SORT", b"l", b"ALPHA"], b"1.2.3.4:5", b"job"]

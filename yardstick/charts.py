@@ -28,7 +28,7 @@ TREND_FIGURES = (
     "pipeline_speedup",
     "concurrency_speedup",
     "transport_rps_ratio",
-    "victim_wait_over_execution",
+    "victim_wait_over_culprit_sort",
 )
 # Figures with one series per subject (benchmark cells): more lines than this are unreadable.
 MAX_SUBJECTS = 4

@@ -209,7 +209,9 @@ def trend(
     except ValueError:
         fail(f"--since: {since!r} is not a date (YYYY-MM-DD)")
     rows = con.execute(
-        "select started_at, run_id, value, unit, nature, n, min_value, max_value, redis_version,"
+        "select started_at, run_id, value, unit, nature, n, min_value, max_value,"
+        " concat_ws(' ', case server_product when 'valkey' then 'Valkey' when 'redis' then 'Redis'"
+        " else server_product end, coalesce(server_version, redis_version)),"
         " environment_changed, noisy, rolling_median from figure_trends"
         " where env = ? and figure = ? and subject = ? and started_at::date >= ?"
         " order by started_at, run_id",
@@ -234,7 +236,7 @@ def trend(
         "min",
         "max",
         "rolling median",
-        "Redis",
+        "server",
         "markers",
     ):
         table.add_column(column)

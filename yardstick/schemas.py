@@ -198,6 +198,12 @@ TABLES.update(
                 ("args_redacted", pa.bool_()),
                 ("tool_client_prefix", pa.string()),  # client names that mark the tool
                 ("read_s", pa.float64()),
+                # SLOWLOG RESET calls in INFO commandstats (null before 7.0 or unreadable).
+                ("slowlog_reset_calls", pa.int64()),
+                # An empty log only: the id of its next entry (0), null when a RESET or a
+                # max-len of 0 may have emptied it; the basis says why (tasks/slowlog.py).
+                ("empty_log_next_id", pa.int64()),
+                ("empty_log_basis", pa.string()),
             ]
         ),
         # Every entry each collection read (the same entry recurs; SQL deduplicates).

@@ -337,28 +337,42 @@ def parse_cli_json(output: str) -> list[Any]:
     return json.loads(output) if output.strip() else []
 
 
+def _integer_lines(lines: list[str], start: int) -> int:
+    """How many lines from `start` on hold an integer, in a row."""
+    n = 0
+    while start + n < len(lines) and lines[start + n].strip().lstrip("-").isdigit():
+        n += 1
+    return n
+
+
 def parse_cli_raw_slowlog(output: str) -> list[list[Any]]:
     """`redis-cli SLOWLOG GET` raw output, one value per line with the nesting lost.
 
-    Only 6-field entries can be told apart: the arguments end at the line holding the client
-    address, and the next entry starts with three integers."""
+    Only 6- and 7-field entries can be told apart: the arguments end at the line holding the
+    client address; after the client name the next entry starts with three integers (id,
+    time, duration) before its command name, and Redis 8.10's 7th field (the argument count
+    before truncation) is one integer more."""
     lines = output.splitlines()
     entries, i = [], 0
     while i < len(lines) and lines[i].strip():
         head = [int(lines[i]), int(lines[i + 1]), int(lines[i + 2])]
-        j = i + 3
+        j, extra = i + 3, 0
         while j < len(lines):
-            after = lines[j + 2 : j + 5]
-            ends_here = j + 2 >= len(lines) or (
-                len(after) == 3 and all(x.lstrip("-").isdigit() for x in after)
-            )
-            if ADDRESS.match(lines[j]) and j + 1 < len(lines) and ends_here:
-                break
+            if ADDRESS.match(lines[j]) and j + 1 < len(lines):
+                after = j + 2
+                run = _integer_lines(lines, after)
+                at_end = not any(x.strip() for x in lines[after + run :])
+                # 6 fields: the output ends, or the next entry's three integers follow;
+                # 7 fields: one integer more, before either.
+                if (run in (0, 1) and at_end) or run in (3, 4):
+                    extra = run % 3
+                    break
             j += 1
         else:
             raise ValueError("raw SLOWLOG output without a client address line")
-        entries.append([*head, lines[i + 3 : j], lines[j], lines[j + 1]])
-        i = j + 2
+        tail = lines[j + 2 : j + 2 + extra]  # the 7th field, if any
+        entries.append([*head, lines[i + 3 : j], lines[j], lines[j + 1], *tail])
+        i = j + 2 + extra
     return entries
 
 

@@ -6,7 +6,7 @@ with latest_runs as (
 
 select
     l.env, l.run_id, l.started_at, l.mode, l.status, l.transport, l.same_server_as,
-    e.redis_version, e.server_cores, e.prober_load_1m,
+    e.redis_version, e.server_label, e.server_cores, e.prober_load_1m,
     coalesce(l.same_server_as, l.env) as pair_group,
 from latest_runs as l
 left join {{ ref('env_facts') }} as e on e.run_id = l.run_id and e.env = l.env

@@ -1,7 +1,12 @@
 /* One row per contention experiment (run, environment): the victim's PING round trip before,
-   during and after a culprit's SORT loop, the victim's own execution time from the counters
-   around the loop, and how many of the victim's commands the SLOWLOG logged (expected: none,
-   however long they waited). */
+   during and after a culprit's SORT loop, the victim's own execution time and the culprit's
+   from the counters around the loop, and how many of the victim's commands the SLOWLOG logged
+   (expected: none, however long they waited).
+
+   The headline ratio is the victim's wait ÷ one SORT's execution (commandstats mean over every
+   SORT of the loop): both are set by the server, so it does not depend on how fast the victim
+   probes. The round trip after the loop does (an idle round trip is longer when PINGs are
+   spaced further apart), so during ÷ after holds only for this probe's pacing and path. */
 with phases as (
     select
         run_id,
@@ -79,7 +84,13 @@ select
     p.during_over_threshold,
     ping.calls as victim_server_calls,
     ping.usec / nullif(ping.calls, 0) as victim_usec_per_call,
+    sort.calls as sort_server_calls,
     sort.usec / nullif(sort.calls, 0) as sort_usec_per_call,
+    /* How many SORT executions each victim PING waited through: the rest of the running one,
+       sometimes the culprit's next one too, so about 1 to 2 (the seed: 238 ms of wait, 256 ms
+       of SORT). */
+    p.during_mean_us / nullif(sort.usec / nullif(sort.calls, 0), 0)
+        as victim_wait_over_culprit_sort,
     coalesce(l.entries, 0) as slowlog_entries,
     coalesce(l.victim_entries, 0) as victim_entries,
     coalesce(l.culprit_entries, 0) as culprit_entries,

@@ -16,7 +16,7 @@ batch_points as (
     select
         f.env, f.figure, f.subject, f.run_id, f.started_at, f.value, f.unit, f.nature,
         f.better, f.n, f.min_value, f.max_value, f.noisy,
-        e.redis_version, e.server_cores, e.transport, e.prober_load_1m,
+        e.server_product, e.server_version, e.redis_version, e.server_cores, e.transport, e.prober_load_1m,
         coalesce(e.environment_changed, false) as environment_changed,
         coalesce(e.segment, 0) as segment,
         /* Absolutes are compared only within one unchanged environment; ratios across. */

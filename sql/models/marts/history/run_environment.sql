@@ -9,12 +9,13 @@ with prior as (
     /* Each environment's last fingerprinted run before this batch, with its segment. */
     {% if is_incremental() and prior %}
     select
-        run_id, env, started_at, redis_version, server_cores, server_cpu_model, transport,
-        segment,
+        run_id, env, started_at, server_product, server_version, redis_version, server_cores,
+        server_cpu_model, transport, segment,
     from {{ prior }}
     {% else %}
     select
         null::varchar as run_id, null::varchar as env, null::timestamptz as started_at,
+        null::varchar as server_product, null::varchar as server_version,
         null::varchar as redis_version, null::int as server_cores,
         null::varchar as server_cpu_model, null::varchar as transport, null::bigint as segment,
     where false
@@ -29,21 +30,24 @@ runs as (
 facts as (
     select
         r.run_id, r.env, r.started_at,
-        e.redis_version, e.server_cores, e.server_cpu_model, e.transport,
-        e.prober_load_1m,
+        e.server_product, e.server_version, e.redis_version, e.server_cores,
+        e.server_cpu_model, e.transport, e.prober_load_1m,
     from runs as r
     join {{ ref('env_facts') }} as e on e.run_id = r.run_id and e.env = r.env
-    where e.redis_version is not null   /* runs that reached the server */
+    /* runs that reached the server */
+    where coalesce(e.server_version, e.redis_version) is not null
 ),
 
 fingerprinted as (
     select
-        run_id, env, started_at, redis_version, server_cores, server_cpu_model, transport,
+        run_id, env, started_at, server_product, server_version, redis_version, server_cores,
+        server_cpu_model, transport,
         null::double as prober_load_1m, segment as prior_segment, true as is_prior,
     from prior
     union all
     select
-        run_id, env, started_at, redis_version, server_cores, server_cpu_model, transport,
+        run_id, env, started_at, server_product, server_version, redis_version, server_cores,
+        server_cpu_model, transport,
         prober_load_1m, null, false,
     from facts
 ),
@@ -51,10 +55,13 @@ fingerprinted as (
 compared as (
     select
         *,
-        /* A new Redis version, CPU, core count or transport makes another environment:
-           absolutes from before do not describe it. */
+        /* Another server product or version (the product's own: Valkey 8.1.8 answers
+           redis_version 7.2.4 whatever its release), CPU, core count or transport makes
+           another environment: absolutes from before do not describe it. */
         lag(run_id) over w is not null and (
-            redis_version is distinct from lag(redis_version) over w
+            server_product is distinct from lag(server_product) over w
+            or server_version is distinct from lag(server_version) over w
+            or redis_version is distinct from lag(redis_version) over w
             or server_cores is distinct from lag(server_cores) over w
             or server_cpu_model is distinct from lag(server_cpu_model) over w
             or transport is distinct from lag(transport) over w
@@ -77,14 +84,14 @@ timeline as (
     /* Every run of the batch, after the prior fingerprinted run it may inherit from. */
     select
         r.run_id, r.env, r.started_at, r.status, r.profile,
-        s.redis_version, s.server_cores, s.server_cpu_model, s.transport, s.prober_load_1m,
+        s.server_product, s.server_version, s.redis_version, s.server_cores, s.server_cpu_model, s.transport, s.prober_load_1m,
         s.environment_changed, s.segment, false as is_prior,
     from runs as r
     left join segmented as s on s.run_id = r.run_id and s.env = r.env and not s.is_prior
     union all
     select
         run_id, env, started_at, null, null,
-        null, null, null, null, null,
+        null, null, null, null, null, null, null,
         null, segment, true,
     from segmented
     where is_prior
@@ -93,7 +100,8 @@ timeline as (
 inherited as (
     select
         run_id, env, started_at, status, profile,
-        redis_version, server_cores, server_cpu_model, transport, prober_load_1m,
+        server_product, server_version, redis_version, server_cores, server_cpu_model,
+        transport, prober_load_1m,
         coalesce(environment_changed, false) as environment_changed,
         coalesce(
             segment,
@@ -109,7 +117,8 @@ inherited as (
 
 select
     run_id, env, started_at, status, profile,
-    redis_version, server_cores, server_cpu_model, transport, prober_load_1m,
+    server_product, server_version, redis_version, server_cores, server_cpu_model, transport,
+    prober_load_1m,
     environment_changed,
     segment::bigint as segment,  /* environment number: absolutes compare only within one */
 from inherited

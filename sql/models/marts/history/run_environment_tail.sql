@@ -4,11 +4,11 @@
 -- depends_on: {{ ref('run_environment') }}
 
 with batch_fingerprinted as (
-    select e.run_id, e.env, e.started_at, e.redis_version, e.server_cores,
-           e.server_cpu_model, e.transport, e.segment,
+    select e.run_id, e.env, e.started_at, e.server_product, e.server_version,
+           e.redis_version, e.server_cores, e.server_cpu_model, e.transport, e.segment,
     from {{ ref('run_environment') }} as e
     semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = e.run_id and b.env = e.env
-    where e.redis_version is not null
+    where coalesce(e.server_version, e.redis_version) is not null
 )
 
 select * from batch_fingerprinted

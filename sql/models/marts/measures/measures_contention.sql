@@ -1,5 +1,7 @@
 /* The contention family's measures: one row per batch run, environment, figure and window
-   (each victim probe window is a repetition of its phase's figure). */
+   (each victim probe window is a repetition of its phase's figure). The victim's wait is set
+   against one SORT's execution (pacing-independent, the headline) and against its own idle
+   round trip after the loop (depends on the probe's pacing and path: absolute). */
 {{ config(materialized='ephemeral') }}
 
 with w as (
@@ -43,6 +45,10 @@ long as (
            during_mean_us / nullif(victim_usec_per_call, 0), victim_server_calls
     from c
     union all
+    select run_id, env, 'victim_wait_over_culprit_sort', null, victim_wait_over_culprit_sort,
+           sort_server_calls
+    from c
+    union all
     select run_id, env, 'culprit_sort_median_us', null, culprit_median_us, culprit_entries
     from c
     union all
@@ -56,6 +62,12 @@ long as (
     union all
     select w.run_id, w.env, 'victim_during_over_after', w.window_idx,
            w.rtt_mean_us / nullif(c.after_mean_us, 0), w.samples
+    from w
+    join c on c.run_id = w.run_id and c.env = w.env
+    where w.phase = 'during'
+    union all
+    select w.run_id, w.env, 'victim_wait_over_culprit_sort', w.window_idx,
+           w.rtt_mean_us / nullif(c.sort_usec_per_call, 0), w.samples
     from w
     join c on c.run_id = w.run_id and c.env = w.env
     where w.phase = 'during'

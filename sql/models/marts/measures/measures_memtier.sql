@@ -1,26 +1,40 @@
-/* memtier_benchmark, one row per run, figure and op type: ops/s and latency per op type
-   (absolute), the GET hit share (ratio). */
+/* memtier_benchmark, one row per run, figure, op type and repetition (null: the run's median
+   over repetitions, as for the throughput cells): ops/s and latency per op type (absolute),
+   the GET hit share (ratio). Each repetition is a window, so figures get n, spread and the
+   noisy mark; a run of one repetition has n = 1 and its noise is unknown. */
 {{ config(materialized='ephemeral') }}
 
 with memtier as (
     select * from {{ ref('stg_memtier') }}
 ),
 
-measured as (
-    select run_id, env, 'memtier_ops_sec' as figure, op_type as subject, ops_sec as value,
-           count::bigint as samples
+per_rep as (
+    select run_id, env, repetition, 'memtier_ops_sec' as figure, op_type as subject,
+           ops_sec as value, count::bigint as samples
     from memtier
     union all
-    select run_id, env, 'memtier_p50_us', op_type, p50_us, count::bigint from memtier
+    select run_id, env, repetition, 'memtier_p50_us', op_type, p50_us, count::bigint
+    from memtier
     union all
-    select run_id, env, 'memtier_p99_us', op_type, p99_us, count::bigint from memtier
+    select run_id, env, repetition, 'memtier_p99_us', op_type, p99_us, count::bigint
+    from memtier
     union all
-    select run_id, env, 'memtier_p999_us', op_type, p999_us, count::bigint from memtier
+    select run_id, env, repetition, 'memtier_p999_us', op_type, p999_us, count::bigint
+    from memtier
     union all
-    select run_id, env, 'memtier_get_hit_share', '',
+    select run_id, env, repetition, 'memtier_get_hit_share', '',
            hits_sec / nullif(hits_sec + misses_sec, 0), count::bigint
     from memtier
     where op_type = 'gets'
+),
+
+measured as (
+    select * from per_rep
+    union all
+    select run_id, env, null, figure, subject, median(value), sum(samples)
+    from per_rep
+    where value is not null
+    group by run_id, env, figure, subject
 )
 
-{{ as_measures('measured', subject='subject') }}
+{{ as_measures('measured', subject='subject', window_idx='repetition') }}

@@ -1,16 +1,12 @@
 /* Transport overhead, one row per run, figure, side and round (null: the run): one server
    reached directly and through another path, interleaved in one run; ratios pair the two
-   sides of the same round. */
+   sides of the same round. The run's value is the median over rounds (of the paired ratios
+   for the ratios), the statistic the report's table shows as median: a mean of each side
+   taken before dividing would let one slow round move the headline. */
 {{ config(materialized='ephemeral') }}
 
-with sides as (
+with rounds as (
     select run_id, env, round, side, rtt_mean_us, rps, samples from {{ ref('stg_transport') }}
-    union all
-    /* Ordered float means: the same bits on every build. */
-    select run_id, env, null, side, avg(rtt_mean_us order by round), avg(rps order by round),
-           sum(samples)
-    from {{ ref('stg_transport') }}
-    group by run_id, env, side
 ),
 
 paired as (
@@ -19,19 +15,18 @@ paired as (
         f.rtt_mean_us / nullif(d.rtt_mean_us, 0) as rtt_ratio,
         f.rps / nullif(d.rps, 0) as rps_ratio,
         f.samples + d.samples as samples,
-    from sides as f
-    join sides as d
-        on d.run_id = f.run_id and d.env = f.env
-        and d.round is not distinct from f.round and d.side = 'direct'
+    from rounds as f
+    join rounds as d
+        on d.run_id = f.run_id and d.env = f.env and d.round = f.round and d.side = 'direct'
     where f.side = 'forwarded'
 ),
 
-measured as (
+per_round as (
     select run_id, env, 'transport_rtt_mean_us' as figure, side as subject,
            round as window_idx, rtt_mean_us as value, samples
-    from sides
+    from rounds
     union all
-    select run_id, env, 'transport_rps', side, round, rps, null from sides
+    select run_id, env, 'transport_rps', side, round, rps, null from rounds
     where rps is not null
     union all
     select run_id, env, 'transport_rtt_ratio', '', round, rtt_ratio, samples from paired
@@ -41,6 +36,16 @@ measured as (
     union all
     select run_id, env, 'transport_rps_lost_share', '', round, 1 - rps_ratio, null from paired
     where rps_ratio is not null
+),
+
+measured as (
+    select * from per_round
+    union all
+    /* The run: median of the rounds (null rounds, a failed benchmark, left out). */
+    select run_id, env, figure, subject, null, median(value), sum(samples)
+    from per_round
+    where value is not null
+    group by run_id, env, figure, subject
 )
 
 {{ as_measures('measured', subject='subject', window_idx='window_idx') }}

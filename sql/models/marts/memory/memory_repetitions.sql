@@ -1,6 +1,7 @@
 /* One row per run, environment, memory shape and repetition: used_memory before, after and
    after removal of the load, MEMORY USAGE of sampled keys, and whether only the tool wrote
-   meanwhile (`clean`). */
+   meanwhile (`clean`); what was written per key (key name length, value bytes per element),
+   and how long the wait before "before" took for used_memory to stop falling. */
 with readings as (
     select
         run_id,
@@ -18,7 +19,13 @@ with readings as (
         max(dbsize) filter (phase = 'before') as dbsize_before,
         max(dbsize) filter (phase = 'after') as dbsize_after,
         max(dbsize) filter (phase = 'removed') as dbsize_removed,
-        min(taken_at) as first_taken_at,
+        min(taken_at) filter (phase <> 'settle') as first_taken_at,
+        /* The wait before "before" until used_memory stopped falling (runs that did not wait
+           have no settle reading: null). */
+        epoch(max(taken_at) filter (phase = 'before') - max(taken_at) filter (phase = 'settle'))
+            as settle_s,
+        max(used_memory_bytes) filter (phase = 'settle')
+            - max(used_memory_bytes) filter (phase = 'before') as settle_returned_bytes,
     from {{ ref('stg_memory_readings') }}
     group by run_id, env, shape, repetition
 ),
@@ -58,12 +65,18 @@ select
     r.fragmentation_after,
     r.clients_delta_bytes,
     r.first_taken_at,
+    r.settle_s,
+    r.settle_returned_bytes,
     u.usage_keys,
     u.usage_mean_bytes,
     u.usage_all_mean_bytes,
     u.samples_default_over_all,
     u.encoding,
     (r.after_bytes - r.before_bytes) / l.keys as bytes_per_key,
+    /* The key name's length (all of a shape's names have one length) and the bytes of each
+       element's value (field name included for hashes; a mean where sizes vary). */
+    l.key_bytes / l.keys as key_name_bytes,
+    l.value_bytes / (l.keys * l.elements_per_key) as value_bytes_per_element,
     (l.key_bytes + l.value_bytes) / l.keys as payload_per_key,
     (l.key_bytes + l.value_bytes) / l.keys + l.formula_overhead_bytes as formula_per_key,
     /* How much of the difference came back on removal: near 1 when nothing else moved. */

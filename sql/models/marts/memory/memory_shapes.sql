@@ -1,5 +1,6 @@
 /* One row per run, environment and memory shape: the median over repetitions of every figure,
-   and what went in. */
+   and what went in (key name length, value bytes per element), and the longest wait for
+   used_memory to settle before a repetition. */
 with rep_figures as (
     {{ in_batch(ref('memory_rep_figures')) }}
 ),
@@ -40,6 +41,10 @@ inputs as (
         shape,
         any_value(elements_per_key) as elements_per_key,
         any_value(payload_per_key) as payload_per_key,
+        any_value(key_name_bytes) as key_name_bytes,
+        any_value(value_bytes_per_element) as value_bytes_per_element,
+        max(settle_s) as settle_max_s,
+        greatest(max(settle_returned_bytes), 0) as settle_returned_max_bytes,
         any_value(formula_per_key) as formula_per_key,
         any_value(formula_overhead_bytes) as formula_overhead_bytes,
         median(usage_all_mean_bytes) filter (clean) as usage_all_per_key,
@@ -53,6 +58,10 @@ select
     m.*,
     i.elements_per_key,
     i.payload_per_key,
+    i.key_name_bytes,
+    i.value_bytes_per_element,
+    i.settle_max_s,
+    i.settle_returned_max_bytes,
     i.formula_per_key,
     i.formula_overhead_bytes,
     i.usage_all_per_key,

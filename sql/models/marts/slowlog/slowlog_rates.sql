@@ -23,6 +23,8 @@ windowed as (
         sum(interval_s) filter (ids_logged is not null and interval_s > 0) over last_24h
             as observed_s,
         sum(lost_entries) over last_24h as lost_24h,
+        /* Intervals whose losses (and ids logged) are unknown: left out of both sums. */
+        count(run_id) filter (loss_status = 'unknown') over last_24h as unknown_intervals_24h,
         count(run_id) over last_24h as collections_24h,
         median(gap_since_previous_s) over last_24h as median_gap_s,
     from lookback

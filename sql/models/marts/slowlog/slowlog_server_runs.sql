@@ -1,6 +1,8 @@
 /* State, one row per environment and server run: the highest SLOWLOG id any collection has
-   seen and the latest collection. What slowlog_entries_dedup and slowlog_collection_gaps of
-   the next update count from (read there through prior_relation, before this is updated). */
+   seen, the best evidence of where an empty log stood (its next id and basis: verified, then
+   assumed, then unknown), and the latest collection. What slowlog_entries_dedup and
+   slowlog_collection_gaps of the next update count from (read there through prior_relation,
+   before this is updated). */
 {{ config(
     materialized='incremental',
     incremental_strategy='delete+insert',
@@ -9,38 +11,51 @@
 -- depends_on: {{ ref('slowlog_collection_gaps') }}
 -- depends_on: {{ ref('slowlog_entries_dedup') }}
 
-with entry_ids as (
-    select env, server_run_id, max(entry_id) as max_id,
-    from {{ ref('stg_slowlog_entries') }}
-    group by env, server_run_id
-),
-
-fresh as (
+with fresh as (
     select
         c.env,
         c.server_run_id,
-        max(i.max_id) as max_id,
-        arg_max(c.run_id, (c.collected_at, c.run_id)) as last_run_id,
-        max(c.collected_at) as last_collected_at,
+        i.max_id,
+        c.run_id as last_run_id,
+        c.collected_at as last_collected_at,
+        /* Only collections that read nothing found the log empty. */
+        case when i.max_id is null then c.empty_log_next_id end as empty_log_next_id,
+        case when i.max_id is null then c.empty_log_basis end as empty_log_basis,
     from {{ ref('stg_slowlog_collections') }} as c
-    left join entry_ids as i on i.env = c.env and i.server_run_id = c.server_run_id
-    group by c.env, c.server_run_id
+    left join (
+        select run_id, env, max(entry_id) as max_id,
+        from {{ ref('stg_slowlog_entries') }}
+        group by run_id, env
+    ) as i on i.run_id = c.run_id and i.env = c.env
 ),
 
 prior as (
     {% if is_incremental() %}
-    select p.env, p.server_run_id, p.max_id, p.last_run_id, p.last_collected_at,
+    select
+        p.env, p.server_run_id, p.max_id, p.last_run_id, p.last_collected_at,
+        p.empty_log_next_id, p.empty_log_basis,
     from {{ this }} as p
-    semi join fresh as c on c.env = p.env and c.server_run_id = p.server_run_id
+    semi join (select distinct env, server_run_id from fresh) as c
+        on c.env = p.env and c.server_run_id = p.server_run_id
     {% else %}
     select * from fresh where false
     {% endif %}
 ),
 
 combined as (
-    select * from prior
-    union all
-    select * from fresh
+    select
+        *,
+        case
+            when empty_log_next_id is not null
+                and empty_log_basis in ('no_slowlog_calls', 'no_reset_calls') then 3
+            when empty_log_next_id is not null then 2
+            when empty_log_basis is not null then 1
+        end as evidence_rank,
+    from (
+        select * from prior
+        union all by name
+        select * from fresh
+    )
 )
 
 select
@@ -49,5 +64,8 @@ select
     max(max_id) as max_id,              /* null: no entry seen yet */
     arg_max(last_run_id, (last_collected_at, last_run_id)) as last_run_id,
     max(last_collected_at) as last_collected_at,
+    /* The best evidence of an empty log (0: its next id; null: none, or unknown). */
+    arg_max(empty_log_next_id, evidence_rank) as empty_log_next_id,
+    arg_max(empty_log_basis, evidence_rank) as empty_log_basis,
 from combined
 group by env, server_run_id

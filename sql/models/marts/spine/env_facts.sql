@@ -9,7 +9,25 @@ pivoted as (
         run_id,
         env,
         max(value) filter (section = 'server' and key = 'redis_version') as redis_version,
-        max(value) filter (section = 'server' and key = 'redis_mode') as redis_mode,
+        /* Valkey says server_mode; a server without either leaves it null, never "None". */
+        coalesce(
+            max(value) filter (section = 'server' and key = 'redis_mode'),
+            max(value) filter (section = 'server' and key = 'server_mode'),
+            nullif(max(value) filter (section = 'product' and key = 'mode'), '')
+        ) as redis_mode,
+        /* The product and its own version (Valkey 8.1.8 answers redis_version 7.2.4): the
+           fingerprint's product section, else read from INFO server (runs before it). */
+        coalesce(
+            nullif(max(value) filter (section = 'product' and key = 'name'), ''),
+            nullif(lower(max(value) filter (section = 'server' and key = 'server_name')), ''),
+            case when bool_or(section = 'server' and key = 'valkey_version') then 'valkey' end,
+            case when bool_or(section = 'server' and key = 'redis_version') then 'redis' end
+        ) as server_product,
+        coalesce(
+            nullif(max(value) filter (section = 'product' and key = 'version'), ''),
+            max(value) filter (section = 'server' and key = 'valkey_version'),
+            max(value) filter (section = 'server' and key = 'redis_version')
+        ) as server_version,
         max(value) filter (section = 'server' and key = 'os') as server_os,
         max(value) filter (section = 'server' and key = 'arch_bits') as arch_bits,
         max(value) filter (section = 'server' and key = 'run_id') as server_run_id,
@@ -62,6 +80,16 @@ pivoted as (
         max(value) filter (section = 'embedded' and key = 'path') as embedded_binary,
         max(value) filter (section = 'embedded' and key = 'version') as embedded_version,
         max(value) filter (section = 'embedded' and key = 'source') as embedded_source,
+        max(value) filter (section = 'embedded' and key = 'product') as embedded_product,
+        /* The wrapped C tools: '7.0.15 /usr/bin/redis-benchmark', 'not found', 'unknown: ...'
+           (null for runs from before the fingerprint recorded them). */
+        max(value) filter (section = 'tools' and key = 'redis-benchmark') as tool_redis_benchmark,
+        max(value) filter (section = 'tools' and key = 'redis-cli') as tool_redis_cli,
+        max(value) filter (section = 'tools' and key = 'memtier_benchmark')
+            as tool_memtier_benchmark,
+        string_agg(
+            replace(key, ' refused', '') || ' ' || value, '; ' order by key
+        ) filter (section = 'tools' and key like '% refused') as tools_refused,
     from source
     group by run_id, env
 ),
@@ -77,6 +105,27 @@ server_host as (
         coalesce(config_save, '') = '' and coalesce(config_appendonly, 'no') = 'no'
             as persistence_off,
     from pivoted
+),
+
+product_names as (
+    select
+        *,
+        case server_product
+            when 'redis' then 'Redis'
+            when 'valkey' then 'Valkey'
+            when 'keydb' then 'KeyDB'
+            else upper(left(server_product, 1)) || substr(server_product, 2)
+        end as server_product_name,
+    from server_host
 )
 
-select * from server_host
+select
+    *,
+    /* "Redis 7.0.15", "Valkey 8.1.8": what reports print for the server. */
+    server_product_name || ' ' || server_version as server_label,
+    /* The embedded binary is the server measured: its product is the server's. */
+    coalesce(
+        case embedded_product when 'valkey' then 'Valkey' when 'redis' then 'Redis' end,
+        case when embedded_binary is not null then server_product_name end
+    ) as embedded_product_name,
+from product_names

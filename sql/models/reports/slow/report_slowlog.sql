@@ -7,6 +7,7 @@ select
     r.recommended_interval_min,
     r.collection_cannot_keep_up,
     r.lost_24h,
+    r.unknown_intervals_24h,
     r.collections_24h,
     r.median_gap_s / 60 as median_gap_min,
 from {{ ref('slowlog_collection_gaps') }} as g

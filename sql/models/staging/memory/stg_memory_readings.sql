@@ -1,10 +1,11 @@
-/* One row per run, shape, repetition and phase (before | after | removed) of the batch. */
+/* One row per run, shape, repetition and phase of the batch: settle (the wait for used_memory
+   to stop falling begins), before (it has stopped: the baseline), after (loaded), removed. */
 select
     run_id,
     env,
     shape,
     repetition,
-    phase,                      /* before | after | removed */
+    phase,                      /* settle | before | after | removed */
     taken_at,
     used_memory_bytes,
     used_memory_rss_bytes,

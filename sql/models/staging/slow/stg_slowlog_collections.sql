@@ -14,4 +14,8 @@ select
     args_redacted,
     tool_client_prefix,
     read_s,
+    slowlog_reset_calls,    /* null before 7.0, where RESET is not counted apart */
+    empty_log_next_id,      /* an empty log: its next entry's id (0), null if unknown */
+    empty_log_basis,        /* why (tasks/slowlog.py); null where the log was not empty
+                               or the file predates the column */
 from {{ source('lake', 'raw_slowlog_collections') }}
