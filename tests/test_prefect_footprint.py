@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 import pyarrow.parquet as pq
+import pytest
 from conftest import write_config
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
@@ -28,6 +29,9 @@ from prefect.states import Scheduled
 
 from yardstick.flows.collect import COLLECT_FAMILIES, PLAIN_RUNS, collect
 from yardstick.flows.prune import prune
+
+# The servers here only produce runs: what is tested is Prefect's database.
+pytestmark = pytest.mark.server_agnostic
 
 # Collections may create this many task runs (none: the environments are plain threads).
 MAX_TASK_RUNS_PER_COLLECTION = 0

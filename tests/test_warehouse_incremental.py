@@ -18,6 +18,9 @@ from yardstick.flows.collect import COLLECT_FAMILIES, collect_profile
 from yardstick.flows.nightly import measure_environment
 from yardstick.profiles import KeyspaceProfile, RoundTripProfile, get_profile
 
+# The servers here only produce runs: what is tested is the warehouse's updates.
+pytestmark = pytest.mark.server_agnostic
+
 NIGHT_FAMILIES = ["fingerprint", "round_trip", "slowlog", "latency_monitor", "counters", "keyspace"]
 # Tables the loader and dbt own, not figures: compared by other means.
 NOT_COMPARED = ("raw_", "batch_runs", "_yardstick", "figure_catalog")
