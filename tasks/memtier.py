@@ -18,6 +18,7 @@ from yardstick.hostload import busy_share, cpu_times
 from yardstick.profiles import MemtierProfile
 from yardstick.schemas import to_table
 from yardstick.tasks.base import Measured, utc_now
+from yardstick.tool_tls import tls_args
 from yardstick.tools import Tool, find_tool, run_tool
 
 # memtier prints percentiles with two decimals, so 99.99 and 99.999 share the key "p99.99":
@@ -88,9 +89,7 @@ def memtier_args(tool: Tool, env: Environment, profile: MemtierProfile, out: Pat
     password = password_for(env)
     if password is not None:
         args.append(f"--authenticate={password}")
-    if env.tls:
-        args.append("--tls")
-    return args
+    return args + tls_args(env, "memtier_benchmark")
 
 
 @task(name="memtier", cache_policy=NO_CACHE)

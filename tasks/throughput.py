@@ -19,6 +19,7 @@ from yardstick.hostload import busy_share, cpu_times
 from yardstick.profiles import ThroughputProfile
 from yardstick.schemas import to_table
 from yardstick.tasks.base import Measured, utc_now
+from yardstick.tool_tls import tls_args
 from yardstick.tools import Tool, ToolFailed, ToolTimeout, find_tool, run_tool
 
 CSV_FIELDS = {
@@ -64,9 +65,7 @@ def benchmark_args(
     if password is not None:
         # redis-benchmark reads no password variable, unlike redis-cli (REDISCLI_AUTH).
         args += ["-a", password]
-    if env.tls:
-        args += ["--tls"]
-    return args
+    return args + tls_args(env, "redis-benchmark")
 
 
 def run_cell(tool: Tool, env: Environment, profile: ThroughputProfile, cell: dict) -> list[dict]:

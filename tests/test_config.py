@@ -147,5 +147,5 @@ def test_a_good_file_gives_what_it_says(tmp_path):
         "ssh",
         False,
     )
-    assert (site.tls, site.is_loopback, site.on_server_host) == (True, False, False)
+    assert (site.uses_tls, site.is_loopback, site.on_server_host) == (True, False, False)
     assert site.url_redacted == "rediss://reader@redis.example.internal:6380/0"

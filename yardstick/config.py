@@ -18,6 +18,18 @@ class ConfigError(Exception):
     """A configuration problem, worded as one line naming file, environment and field."""
 
 
+class TlsSettings(BaseModel):
+    """TLS of one environment: files the prober reads, never copied anywhere."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ca_file: Path | None = None  # CA bundle the server's certificate must chain to
+    cert_file: Path | None = None  # client certificate (mutual TLS), with key_file
+    key_file: Path | None = None
+    server_name: str | None = None  # SNI and the name checked, when not the URL's host
+    verify: bool = True  # false: encrypt but accept any certificate (say so in the report)
+
+
 class Environment(BaseModel):
     """One Redis server to measure, and what the tool may do to it."""
 
@@ -35,6 +47,8 @@ class Environment(BaseModel):
     # Only these measurement families (default: every family that applies to the mode).
     # Checked against the plan when the run starts (flows/plan.check_families).
     families: list[str] | None = None
+    # TLS files and checks; only with a rediss:// URL (validated in ConfigFile checks).
+    tls: TlsSettings | None = None
 
     @field_validator("url")
     @classmethod
@@ -75,7 +89,7 @@ class Environment(BaseModel):
         return int(db) if db else 0
 
     @property
-    def tls(self) -> bool:
+    def uses_tls(self) -> bool:
         """Whether the connection uses TLS (rediss://)."""
         return urlsplit(self.url).scheme == "rediss"
 
@@ -93,7 +107,7 @@ class Environment(BaseModel):
     @property
     def transport_label(self) -> str:
         """Declared transport, or 'tls'/'direct' read from the URL."""
-        return self.transport or ("tls" if self.tls else "direct")
+        return self.transport or ("tls" if self.uses_tls else "direct")
 
     @property
     def on_server_host(self) -> bool:

@@ -60,7 +60,7 @@ def open_client(
         # from_url lets the URL's path win over a db= keyword, so rewrite the path.
         url = urlunsplit(urlsplit(url)._replace(path=f"/{db}"))
     if env.mode == "read-only":
-        options["connection_class"] = ReadOnlySSLConnection if env.tls else ReadOnlyConnection
+        options["connection_class"] = ReadOnlySSLConnection if env.uses_tls else ReadOnlyConnection
     client = redis.Redis.from_url(url, **options)
     # INFO comes back as text so that one parser (yardstick.info), tested on real
     # samples, reads every INFO section the same way.
