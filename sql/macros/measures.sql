@@ -20,3 +20,16 @@ from {{ relation }} as {{ alias }}
 semi join {{ source('lake', 'batch_runs') }} as b
     on b.run_id = {{ alias }}.run_id and b.env = {{ alias }}.env
 {% endmacro %}
+
+{# Every per-window row of `relation` (run_id, env, figure, subject, `window_col`, value,
+   samples), plus the run's value: the median of its windows (null windows, a failed
+   benchmark, left out), with `window_col` null. #}
+{% macro with_run_median(relation, window_col) %}
+select * from {{ relation }}
+union all by name
+select run_id, env, figure, subject, null as {{ window_col }},
+       median(value) as value, sum(samples) as samples,
+from {{ relation }}
+where value is not null
+group by run_id, env, figure, subject
+{% endmacro %}

@@ -29,12 +29,7 @@ per_rep as (
 ),
 
 measured as (
-    select * from per_rep
-    union all
-    select run_id, env, null, figure, subject, median(value), sum(samples)
-    from per_rep
-    where value is not null
-    group by run_id, env, figure, subject
+    {{ with_run_median('per_rep', 'repetition') }}
 )
 
 {{ as_measures('measured', subject='subject', window_idx='repetition') }}

@@ -39,13 +39,8 @@ per_round as (
 ),
 
 measured as (
-    select * from per_round
-    union all
-    /* The run: median of the rounds (null rounds, a failed benchmark, left out). */
-    select run_id, env, figure, subject, null, median(value), sum(samples)
-    from per_round
-    where value is not null
-    group by run_id, env, figure, subject
+    /* The run: median of the rounds. */
+    {{ with_run_median('per_round', 'window_idx') }}
 )
 
 {{ as_measures('measured', subject='subject', window_idx='window_idx') }}
