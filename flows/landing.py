@@ -62,7 +62,7 @@ def run_family(
         for table, data in measured.tables.items():
             lake.write(lake_dir, table, env.name, run_id, data)
         status = "failed" if measured.problems else "ok"
-        reason = "; ".join(measured.problems) or None
+        reason = "; ".join(measured.problems + measured.notes) or None
         step.update(status=status, reason=reason, window_s=measured.window_s)
     except Skipped as exc:
         step.update(status="skipped", reason=str(exc))

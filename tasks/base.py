@@ -17,6 +17,9 @@ class Measured:
     # Parts that failed while the rest was measured (e.g. a benchmark cell that timed out):
     # the tables still land, the step is marked failed with these reasons.
     problems: list[str] = field(default_factory=list)
+    # What the family did beside measuring that the report must say (e.g. what it cleaned
+    # up after a killed run); the step stays ok.
+    notes: list[str] = field(default_factory=list)
 
 
 class Skipped(Exception):

@@ -73,15 +73,45 @@ def server_product(server: dict[str, str]) -> dict[str, str]:
 
 
 def _config_values(client: redis.Redis) -> dict[str, str]:
-    """CONFIG GET of each seed setting, one key at a time (multi-key needs 7.0)."""
+    """CONFIG GET of each seed setting, one key at a time (multi-key needs 7.0).
+
+    A setting that cannot be read is recorded as 'unavailable: <server error>' (the report
+    then says "unknown (CONFIG not permitted)", never a guess). Once the server refuses
+    CONFIG itself (renamed away, or not in the user's ACL rules) the other settings are not
+    asked: each ask would only add a refused call to its error counters."""
     values: dict[str, str] = {}
+    refused: str | None = None
     for key in CONFIG_KEYS:
+        if refused is not None:
+            values[key] = refused
+            continue
         try:
             values.update({k: str(v) for k, v in client.config_get(key).items()})
         except redis.exceptions.ResponseError as exc:
             # Managed services often rename or forbid CONFIG: say so instead of failing.
-            values[key] = f"unavailable: {exc}"
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            values[key] = f"unavailable: {reason}"
+            if isinstance(exc, redis.exceptions.NoPermissionError) or "unknown command" in (
+                reason.lower()
+            ):
+                refused = values[key]
     return values
+
+
+def tls_facts(env: Environment) -> dict[str, str]:
+    """What the TLS connection checks, without secrets: verify on/off, the CA file's name
+    (not its folder), whether a client certificate is sent, the name checked. Nothing
+    without rediss://."""
+    if not env.uses_tls:
+        return {}
+    tls = env.tls
+    return {
+        "tls_verify": str(tls.verify if tls else True).lower(),
+        # Empty: the system's CAs.
+        "tls_ca_file": tls.ca_file.name if tls and tls.ca_file else "",
+        "tls_client_cert": str(bool(tls and tls.cert_file)).lower(),
+        "tls_server_name": (tls.server_name or "") if tls else "",
+    }
 
 
 @task(name="fingerprint", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
@@ -109,6 +139,7 @@ def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -
         "prober_on_host": str(env.on_server_host).lower(),
         "url": env.url_redacted,
         "same_server_as": env.same_server_as or "",
+        **tls_facts(env),
     })
     add("prober", prober_facts())
     # The wrapped C tools this prober would run: '7.0.15 /usr/bin/redis-benchmark',

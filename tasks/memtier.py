@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from prefect import task
@@ -13,11 +14,16 @@ from prefect.cache_policies import NO_CACHE
 
 from yardstick.benchdb import empty_database, remove_all
 from yardstick.config import Environment
-from yardstick.connect import password_for
 from yardstick.hostload import busy_share, cpu_times
 from yardstick.profiles import MemtierProfile
 from yardstick.schemas import to_table
-from yardstick.tasks.base import Measured, utc_now
+from yardstick.tasks.base import Measured, Skipped, utc_now
+from yardstick.tool_auth import (
+    ToolAuthUnavailable,
+    ToolCredentials,
+    leftovers_note,
+    tool_credentials,
+)
 from yardstick.tool_tls import tls_args
 from yardstick.tools import Tool, find_tool, run_tool
 
@@ -76,8 +82,13 @@ def _percentile_column(percentile: float) -> str:
     return "p" + f"{percentile:g}".replace(".", "") + "_ms"
 
 
-def memtier_args(tool: Tool, env: Environment, profile: MemtierProfile, out: Path) -> list[str]:
-    """The command line (may hold the password: never log it)."""
+def memtier_args(
+    tool: Tool, env: Environment, profile: MemtierProfile, out: Path,
+    credentials: ToolCredentials | None = None,
+) -> list[str]:
+    """The command line. It never holds the environment's password: only a per-run ACL
+    user's (yardstick.tool_auth; memtier takes `--authenticate=USER:PASSWORD` on Redis 6+),
+    deleted after the run."""
     args = [
         tool.path, "-s", env.host, "-p", str(env.port), f"--select-db={profile.db}",
         f"--ratio={profile.ratio}", f"--test-time={profile.test_time_s}",
@@ -86,9 +97,8 @@ def memtier_args(tool: Tool, env: Environment, profile: MemtierProfile, out: Pat
         "--hide-histogram", f"--json-out-file={out}",
         "--print-percentiles=" + ",".join(f"{p:g}" for p in PERCENTILES),
     ]
-    password = password_for(env)
-    if password is not None:
-        args.append(f"--authenticate={password}")
+    if credentials is not None and credentials.user is not None:
+        args.append(f"--authenticate={credentials.user}:{credentials.password}")
     return args + tls_args(env, "memtier_benchmark")
 
 
@@ -105,15 +115,20 @@ def memtier(env: Environment, profile: MemtierProfile) -> Measured:
         raise RuntimeError("memtier_benchmark not installed")
     rows: list[dict] = []
     window_s = 0.0
-    with tempfile.TemporaryDirectory(prefix="yardstick-memtier-") as tmp, empty_database(
-        env, profile.db, "memtier"
-    ) as client:
+    with ExitStack() as stack:
+        try:
+            credentials = stack.enter_context(tool_credentials(env, "memtier"))
+        except ToolAuthUnavailable as exc:
+            raise Skipped(str(exc)) from None
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="yardstick-memtier-"))
+        client = stack.enter_context(empty_database(env, profile.db, "memtier"))
         for repetition in range(profile.repetitions):
             if repetition:
                 remove_all(client)  # the previous run's keys: all the tool's own
             out = Path(tmp) / f"memtier-{repetition}.json"
             started_at, cpu_before, start = utc_now(), cpu_times(), time.perf_counter()
-            run_tool(memtier_args(tool, env, profile, out), timeout_s=profile.test_time_s + 60)
+            run_tool(memtier_args(tool, env, profile, out, credentials),
+                     timeout_s=profile.test_time_s + 60)
             elapsed_s = time.perf_counter() - start
             window_s += elapsed_s
             config, parsed = parse_memtier_json(out.read_text())
@@ -127,4 +142,6 @@ def memtier(env: Environment, profile: MemtierProfile) -> Measured:
                 "tool_version": tool.version_text,
             }
             rows += [{**common, **row} for row in parsed]
-    return Measured(tables={"memtier": to_table("memtier", rows)}, window_s=window_s)
+    note = leftovers_note(credentials)
+    return Measured(tables={"memtier": to_table("memtier", rows)}, window_s=window_s,
+                    notes=[note] if note else [])

@@ -1,10 +1,13 @@
 """SLOWLOG collection: read every entry each time, on every environment (read-only too).
 
 Deduplication across collections, lost entries and the tool's own share are derived in SQL
-(sql/03*); this task lands what the server said, with arguments redacted unless asked."""
+(sql/03*); this task lands what the server said, with arguments redacted unless asked: by the
+server's own description of the commands logged (yardstick.command_meta), read once per
+collection for the command names present."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +20,7 @@ from prefect.cache_policies import NO_CACHE
 from redis.client import NEVER_DECODE
 
 from yardstick import CLIENT_NAME_PREFIX
+from yardstick.command_meta import CommandTable, fetch_command_table
 from yardstick.config import Environment
 from yardstick.connect import open_client
 from yardstick.info import parse_commandstats, parse_info
@@ -24,6 +28,8 @@ from yardstick.profiles import SlowlogProfile
 from yardstick.schemas import to_table
 from yardstick.slowlog_parse import SlowlogEntry, parse_slowlog, redact
 from yardstick.tasks.base import Measured, utc_now
+
+log = logging.getLogger(__name__)
 
 # Before 7.0 there is no "-1 = everything": a count far above any slowlog-max-len does it.
 READ_ALL_COUNT_BEFORE_7 = 1_000_000
@@ -167,15 +173,22 @@ def find_own_entry(
     return None
 
 
-def entry_row(entry: SlowlogEntry, server_run_id: str, keep_args: bool) -> dict:
-    """One lake row for a SLOWLOG entry."""
+def entry_row(
+    entry: SlowlogEntry, server_run_id: str, keep_args: bool, commands: CommandTable | None = None
+) -> dict:
+    """One lake row for a SLOWLOG entry; unless `keep_args`, its arguments redacted by the
+    server's command metadata (`commands`; None: none could be read, only names are kept)."""
+    args = (
+        list(entry.args) if keep_args
+        else redact(entry.args, commands, entry.arg_count_original)
+    )
     return {
         "server_run_id": server_run_id,
         "entry_id": entry.entry_id,
         "logged_at": datetime.fromtimestamp(entry.logged_at_s, UTC),
         "duration_us": entry.duration_us,
         "command": entry.command,
-        "args": list(entry.args) if keep_args else redact(entry.args),
+        "args": args,
         "args_redacted": not keep_args,
         "arg_count": len(entry.args),
         "arg_count_original": entry.arg_count_original,
@@ -241,6 +254,14 @@ def collect_slowlog(env: Environment, profile: SlowlogProfile) -> Measured:
         entries = read_entries(client, identity, count)
         collected_at = utc_now()
         read_s = time.perf_counter() - start
+        commands = None
+        if entries and not profile.keep_args:
+            commands = fetch_command_table(client, (e.args[0] for e in entries if e.args))
+            if commands is None:
+                log.warning(
+                    "%s: COMMAND INFO unreadable: SLOWLOG arguments redacted, names kept",
+                    env.name,
+                )
     finally:
         client.close()
     next_id, basis = empty_log_next_id(calls, max_len, length) if not entries else (None, None)
@@ -261,7 +282,7 @@ def collect_slowlog(env: Environment, profile: SlowlogProfile) -> Measured:
         "empty_log_next_id": next_id,
         "empty_log_basis": basis,
     }
-    rows = [entry_row(e, identity.run_id, profile.keep_args) for e in entries]
+    rows = [entry_row(e, identity.run_id, profile.keep_args, commands) for e in entries]
     return Measured(
         tables={
             "slowlog_collections": to_table("slowlog_collections", [collection]),

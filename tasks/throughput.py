@@ -8,17 +8,23 @@ import csv
 import io
 import itertools
 import time
+from contextlib import ExitStack
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from yardstick.benchdb import empty_database
 from yardstick.config import Environment
-from yardstick.connect import password_for
 from yardstick.hostload import busy_share, cpu_times
 from yardstick.profiles import ThroughputProfile
 from yardstick.schemas import to_table
-from yardstick.tasks.base import Measured, utc_now
+from yardstick.tasks.base import Measured, Skipped, utc_now
+from yardstick.tool_auth import (
+    ToolAuthUnavailable,
+    ToolCredentials,
+    leftovers_note,
+    tool_credentials,
+)
 from yardstick.tool_tls import tls_args
 from yardstick.tools import Tool, ToolFailed, ToolTimeout, find_tool, run_tool
 
@@ -53,23 +59,38 @@ def parse_benchmark_csv(text: str) -> list[dict]:
 
 def benchmark_args(
     tool: Tool, env: Environment, db: int, clients: int, pipeline: int, payload_bytes: int,
-    requests: int, tests: list[str],
+    requests: int, tests: list[str], credentials: ToolCredentials | None = None,
 ) -> list[str]:
-    """The redis-benchmark command line for one cell (may hold the password: never log it)."""
+    """The redis-benchmark command line for one cell. It never holds the environment's
+    password: only a per-run ACL user's (yardstick.tool_auth), deleted after the run.
+    redis-benchmark reads no password variable (REDISCLI_AUTH is redis-cli's) nor file."""
     args = [
         tool.path, "-h", env.host, "-p", str(env.port), "--dbnum", str(db),
         "-c", str(clients), "-P", str(pipeline), "-d", str(payload_bytes),
         "-n", str(requests), "-t", ",".join(tests), "--csv",
     ]
-    password = password_for(env)
-    if password is not None:
-        # redis-benchmark reads no password variable, unlike redis-cli (REDISCLI_AUTH).
-        args += ["-a", password]
+    if credentials is not None and credentials.user is not None:
+        args += ["--user", credentials.user, "-a", str(credentials.password)]
     return args + tls_args(env, "redis-benchmark")
 
 
-def run_cell(tool: Tool, env: Environment, profile: ThroughputProfile, cell: dict) -> list[dict]:
-    """One redis-benchmark invocation; failures become rows with an error, not exceptions."""
+def run_cell(
+    tool: Tool, env: Environment, profile: ThroughputProfile, cell: dict,
+    credentials: ToolCredentials | None = None,
+) -> list[dict]:
+    """One redis-benchmark invocation; failures become rows with an error, not exceptions.
+
+    Without `credentials` (a cell run alone, as transport does) the cell gets its own
+    per-run ACL user when the environment has a password."""
+    if credentials is None:
+        try:
+            with tool_credentials(env, "throughput") as own:
+                return run_cell(tool, env, profile, cell, own)
+        except ToolAuthUnavailable as exc:
+            return [{**cell, "started_at": utc_now(), "requests": profile.requests
+                     * cell["pipeline"], "tool_version": tool.version_text, "test": t.upper(),
+                     "elapsed_s": 0.0, "status": "failed", "error": str(exc)}
+                    for t in profile.tests]
     started_at, cpu_before, start = utc_now(), cpu_times(), time.perf_counter()
     # Deeper pipelines finish the same count far sooner: scale it so every cell runs
     # long enough to be timed.
@@ -78,7 +99,7 @@ def run_cell(tool: Tool, env: Environment, profile: ThroughputProfile, cell: dic
             "tool_version": tool.version_text}
     args = benchmark_args(
         tool, env, profile.db, cell["clients"], cell["pipeline"], cell["payload_bytes"],
-        requests, profile.tests,
+        requests, profile.tests, credentials,
     )
     try:
         parsed = parse_benchmark_csv(run_tool(args, timeout_s=profile.timeout_s))
@@ -99,17 +120,23 @@ def throughput(env: Environment, profile: ThroughputProfile) -> Measured:
     rows: list[dict] = []
     window_s = 0.0
     cells = list(itertools.product(profile.clients, profile.pipelines, profile.payloads_bytes))
-    with empty_database(env, profile.db, "throughput"):
+    with ExitStack() as stack:
+        try:
+            credentials = stack.enter_context(tool_credentials(env, "throughput"))
+        except ToolAuthUnavailable as exc:
+            raise Skipped(str(exc)) from None
+        stack.enter_context(empty_database(env, profile.db, "throughput"))
         for repetition in range(profile.repetitions):
             for clients, pipeline, payload_bytes in cells:
                 cell = {"repetition": repetition, "clients": clients, "pipeline": pipeline,
                         "payload_bytes": payload_bytes}
-                cell_rows = run_cell(tool, env, profile, cell)
+                cell_rows = run_cell(tool, env, profile, cell, credentials)
                 window_s += cell_rows[0]["elapsed_s"]
                 rows += cell_rows
     failed = [r for r in rows if r["status"] != "ok"]
     problems = [f"{len(failed)} of {len(rows)} benchmark rows failed: {failed[0]['error']}"] if (
         failed
     ) else []
+    note = leftovers_note(credentials)
     return Measured(tables={"benchmark": to_table("benchmark", rows)}, window_s=window_s,
-                    problems=problems)
+                    problems=problems, notes=[note] if note else [])

@@ -4,6 +4,7 @@ proxy or TLS), measured in one run, interleaved A, B, A, B so slow drift cancels
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -16,6 +17,12 @@ from yardstick.schemas import to_table
 from yardstick.tasks.base import Measured, utc_now
 from yardstick.tasks.roundtrip import probe_socket, probe_window
 from yardstick.tasks.throughput import run_cell
+from yardstick.tool_auth import (
+    ToolAuthUnavailable,
+    ToolCredentials,
+    leftovers_note,
+    tool_credentials,
+)
 from yardstick.tools import find_tool
 
 
@@ -44,9 +51,10 @@ def transport(
     interval_s = 0.0 if scratch else ping_interval_ms / 1000
     cell_profile = throughput.model_copy(update={"requests": profile.requests, "tests": ["set"]})
     rows: list[dict] = []
+    notes: list[str] = []
     start = time.perf_counter()
 
-    def measure_rounds() -> None:
+    def measure_rounds(credentials: ToolCredentials | None) -> None:
         for round_idx in range(profile.rounds):
             for side, env in (("direct", direct), ("forwarded", forwarded)):
                 row = {"round": round_idx, "side": side, "env_measured": env.name,
@@ -55,17 +63,29 @@ def transport(
                 if tool is not None:
                     cell = {"repetition": round_idx, "clients": 1, "pipeline": 1,
                             "payload_bytes": 3}
-                    bench = run_cell(tool, env, cell_profile, cell)[0]
+                    bench = run_cell(tool, env, cell_profile, cell, credentials)[0]
                     row["rps"] = bench.get("rps") if bench["status"] == "ok" else None
                     row["error"] = bench["error"]
                 rows.append(row)
 
     if scratch:
-        # Both sides write into the same server's dedicated database: check it once, clean once.
-        with empty_database(direct, throughput.db, "transport"):
-            measure_rounds()
+        # Both sides are one server: one per-run user serves both, and both write into its
+        # dedicated database: check it once, clean once.
+        with ExitStack() as stack:
+            credentials = None
+            if tool is not None:
+                try:
+                    credentials = stack.enter_context(tool_credentials(direct, "transport"))
+                except ToolAuthUnavailable as exc:
+                    tool = None  # the PING rounds still compare the two paths
+                    notes.append(f"benchmarks left out: {exc}")
+            stack.enter_context(empty_database(direct, throughput.db, "transport"))
+            measure_rounds(credentials)
+            note = leftovers_note(credentials) if credentials else None
+            notes.extend([note] if note else [])
     else:
-        measure_rounds()
+        measure_rounds(None)
     return Measured(
-        tables={"transport": to_table("transport", rows)}, window_s=time.perf_counter() - start
+        tables={"transport": to_table("transport", rows)}, window_s=time.perf_counter() - start,
+        notes=notes,
     )

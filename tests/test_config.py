@@ -38,6 +38,9 @@ def _error(path: Path) -> str:
         ([{**GOOD, "password_env": "MY-PASSWORD"}], "'a'", "password_env", "not allowed"),
         ([{"name": "a", "mode": "scratch"}], "'a'", "url", "missing"),
         ([GOOD, {"url": "redis://127.0.0.1:1/0", "mode": "scratch"}], "#2", "name", "missing"),
+        # Their reports would be overwritten by index.md and comparison.md.
+        ([{**GOOD, "name": "index"}], "'index'", "name", "reserved"),
+        ([{**GOOD, "name": "Comparison"}], "'Comparison'", "name", "comparison.md"),
     ],
 )
 def test_bad_environment_names_file_environment_and_field(tmp_path, envs, env_label, field, says):
@@ -49,7 +52,15 @@ def test_bad_environment_names_file_environment_and_field(tmp_path, envs, env_la
 
 
 def test_url_with_inline_password_is_refused_without_echoing_it(tmp_path):
-    for url in ("redis://:hunter2-secret@127.0.0.1:6390/0", "rediss://bob:hunter2-secret@h:1/0"):
+    for url in (
+        "redis://:hunter2-secret@127.0.0.1:6390/0",
+        "rediss://bob:hunter2-secret@h:1/0",
+        # redis-py authenticates with a password in the query string too.
+        "redis://127.0.0.1:6390/0?password=hunter2-secret",
+        "redis://127.0.0.1:6390/0?username=bob&password=hunter2-secret",
+        "redis://127.0.0.1:6390/0?socket_timeout=1&PassWord=hunter2-secret",
+        "rediss://bob@h:1/0?pass%77ord=hunter2-secret",
+    ):
         path = write_config(tmp_path / "envs.yaml", [{**GOOD, "url": url}])
         text = _error(path)
         assert "field 'url'" in text and "password_env" in text
@@ -149,3 +160,55 @@ def test_a_good_file_gives_what_it_says(tmp_path):
     )
     assert (site.uses_tls, site.is_loopback, site.on_server_host) == (True, False, False)
     assert site.url_redacted == "rediss://reader@redis.example.internal:6380/0"
+
+
+# --- TLS -----------------------------------------------------------------------------------
+
+TLS_ENV = {**GOOD, "url": "rediss://redis.test:6380/0"}
+
+
+def _pem_files(folder: Path) -> dict[str, str]:
+    """Stand-ins for the PEM files: the config checks that they exist, not what they hold."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("ca.pem", "client.pem", "client.key"):
+        (folder / name).write_text("-----BEGIN CERTIFICATE-----\n")
+    return {"ca_file": "ca.pem", "cert_file": "client.pem", "key_file": "client.key"}
+
+
+@pytest.mark.parametrize(
+    ("env", "tls", "field", "says"),
+    [
+        (GOOD, {"ca_file": "ca.pem"}, "tls", "needs a rediss:// URL"),
+        (TLS_ENV, {"cert_file": "client.pem"}, "tls.key_file", "cert_file needs its key_file"),
+        (TLS_ENV, {"key_file": "client.key"}, "tls.cert_file", "key_file needs its cert_file"),
+        (TLS_ENV, {"ca_file": "nowhere.pem"}, "tls.ca_file", "no such file"),
+        (TLS_ENV, {"cert_file": "client.pem", "key_file": "gone.key"}, "tls.key_file",
+         "no such file"),
+        (TLS_ENV, {"verify": "sometimes"}, "tls.verify", "bool"),
+        (TLS_ENV, {"sni": "redis.test"}, "tls.sni", "unknown field"),
+        # redis-py would read these from the URL, the C tools would not: one place only.
+        ({**TLS_ENV, "url": "rediss://redis.test:6380/0?ssl_cert_reqs=none"}, None, "url",
+         "ssl_cert_reqs"),
+    ],
+)
+def test_bad_tls_settings_name_environment_and_field(tmp_path, env, tls, field, says):
+    _pem_files(tmp_path)
+    entry = {**env, "tls": tls} if tls is not None else env
+    text = _error(write_config(tmp_path / "envs.yaml", [entry]))
+    assert f"environment 'a', field '{field}'" in text
+    assert says in text
+
+
+def test_tls_files_are_found_beside_the_environments_file(tmp_path, monkeypatch):
+    folder = tmp_path / "conf"
+    tls = _pem_files(folder)
+    path = write_config(folder / "envs.yaml", [{**TLS_ENV, "tls": {**tls, "verify": False}}])
+    monkeypatch.chdir(tmp_path)  # not the file's folder: relative paths are the file's
+    (env,) = load_config(path).environments
+    assert env.tls.ca_file == folder / "ca.pem" and env.tls.ca_file.is_absolute()
+    assert (env.tls.cert_file, env.tls.key_file) == (folder / "client.pem", folder / "client.key")
+    assert env.tls.verify is False and env.tls.server_name is None
+    # Written relative to the working directory instead, the file is not found, and the
+    # message says where it was looked for.
+    path = write_config(folder / "envs.yaml", [{**TLS_ENV, "tls": {"ca_file": "conf/ca.pem"}}])
+    assert f"no such file: {folder / 'conf' / 'ca.pem'}" in _error(path)

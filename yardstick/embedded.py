@@ -197,10 +197,19 @@ def free_port() -> int:
 class RedisProcess:
     """A redis-server child process on 127.0.0.1, without persistence; stopped on exit."""
 
-    def __init__(self, binary: RedisBinary | None = None, extra_args: list[str] | None = None):
+    def __init__(
+        self,
+        binary: RedisBinary | None = None,
+        extra_args: list[str] | None = None,
+        tls: bool = False,
+    ):
         self.binary = binary or newest_redis_server()
         self.extra_args = extra_args or []
+        # tls=True adds `--tls-port <free port>` (the caller passes --tls-cert-file and the
+        # rest in extra_args); the plain port stays open for the readiness PING.
+        self.tls = tls
         self.port = 0
+        self.tls_port = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: tempfile.TemporaryDirectory[str] | None = None
 
@@ -209,11 +218,22 @@ class RedisProcess:
         """redis:// URL of the running server."""
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def tls_url(self) -> str:
+        """rediss:// URL of the TLS port (started with tls=True)."""
+        return f"rediss://127.0.0.1:{self.tls_port}/0"
+
     def start(self) -> RedisProcess:
         """Start the server on a free port and wait until it answers PING."""
         self._dir = tempfile.TemporaryDirectory(prefix="yardstick-redis-")
         for _attempt in range(3):  # a free port can be taken between probe and bind
             self.port = free_port()
+            tls_args: list[str] = []
+            if self.tls:
+                self.tls_port = free_port()
+                while self.tls_port == self.port:
+                    self.tls_port = free_port()
+                tls_args = ["--tls-port", str(self.tls_port)]
             self._process = subprocess.Popen(
                 [
                     self.binary.path,
@@ -231,6 +251,7 @@ class RedisProcess:
                     "no",
                     "--logfile",
                     "",
+                    *tls_args,
                     *self.extra_args,
                 ],
                 stdout=subprocess.DEVNULL,

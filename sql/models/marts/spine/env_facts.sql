@@ -46,11 +46,29 @@ pivoted as (
             as connected_clients,
         try_cast(max(value) filter (section = 'persistence' and key = 'aof_enabled') as int)
             as aof_enabled,
-        max(value) filter (section = 'config' and key = 'save') as config_save,
-        max(value) filter (section = 'config' and key = 'appendonly') as config_appendonly,
-        max(value) filter (section = 'config' and key = 'appendfsync') as config_appendfsync,
-        max(value) filter (section = 'config' and key = 'maxmemory-policy') as maxmemory_policy,
-        max(value) filter (section = 'config' and key = 'io-threads') as config_io_threads,
+        /* A setting CONFIG GET could not read (denied, CONFIG renamed) is stored as
+           'unavailable: <error>': null here, and named in config_unavailable_keys so that
+           reports say "unknown (CONFIG not permitted)" instead of guessing. */
+        max(value) filter (section = 'config' and key = 'save' and value not like 'unavailable:%')
+            as config_save,
+        max(value) filter (
+            section = 'config' and key = 'appendonly' and value not like 'unavailable:%'
+        ) as config_appendonly,
+        max(value) filter (
+            section = 'config' and key = 'appendfsync' and value not like 'unavailable:%'
+        ) as config_appendfsync,
+        max(value) filter (
+            section = 'config' and key = 'maxmemory-policy' and value not like 'unavailable:%'
+        ) as maxmemory_policy,
+        max(value) filter (
+            section = 'config' and key = 'io-threads' and value not like 'unavailable:%'
+        ) as config_io_threads,
+        string_agg(key, ', ' order by key) filter (
+            section = 'config' and value like 'unavailable:%'
+        ) as config_unavailable_keys,
+        coalesce(bool_or(
+            section = 'config' and key in ('save', 'appendonly') and value like 'unavailable:%'
+        ), false) as persistence_unknown,
         try_cast(
             max(value) filter (section = 'config' and key = 'slowlog-log-slower-than') as bigint
         ) as slowlog_log_slower_than_us,
@@ -66,6 +84,15 @@ pivoted as (
         max(value) filter (section = 'probe' and key = 'url') as url,
         nullif(max(value) filter (section = 'probe' and key = 'same_server_as'), '')
             as same_server_as,
+        /* TLS (rediss:// only, else null): verify on/off, the CA file's name (null: the
+           system's CAs), a client certificate sent, the name checked when not the URL's. */
+        max(value) filter (section = 'probe' and key = 'tls_verify') = 'true' as tls_verify,
+        nullif(max(value) filter (section = 'probe' and key = 'tls_ca_file'), '')
+            as tls_ca_file,
+        max(value) filter (section = 'probe' and key = 'tls_client_cert') = 'true'
+            as tls_client_cert,
+        nullif(max(value) filter (section = 'probe' and key = 'tls_server_name'), '')
+            as tls_server_name,
         max(value) filter (section = 'prober' and key = 'hostname') as prober_hostname,
         max(value) filter (section = 'prober' and key = 'os') as prober_os,
         try_cast(max(value) filter (section = 'prober' and key = 'cores') as int) as prober_cores,
@@ -102,8 +129,10 @@ server_host as (
         case when prober_on_host then prober_cpu_model end as server_cpu_model,
         case when prober_on_host then prober_load_1m end as server_load_1m,
         case when prober_on_host then prober_load_15m end as server_load_15m,
-        coalesce(config_save, '') = '' and coalesce(config_appendonly, 'no') = 'no'
-            as persistence_off,
+        /* null when save or appendonly could not be read: neither on nor off is known. */
+        case when not persistence_unknown then
+            coalesce(config_save, '') = '' and coalesce(config_appendonly, 'no') = 'no'
+        end as persistence_off,
     from pivoted
 ),
 
