@@ -49,20 +49,15 @@ pivoted as (
         /* A setting CONFIG GET could not read (denied, CONFIG renamed) is stored as
            'unavailable: <error>': null here, and named in config_unavailable_keys so that
            reports say "unknown (CONFIG not permitted)" instead of guessing. */
-        max(value) filter (section = 'config' and key = 'save' and value not like 'unavailable:%')
-            as config_save,
+        {%- for key, alias in [
+            ('save', 'config_save'), ('appendonly', 'config_appendonly'),
+            ('appendfsync', 'config_appendfsync'), ('maxmemory-policy', 'maxmemory_policy'),
+            ('io-threads', 'config_io_threads'),
+        ] %}
         max(value) filter (
-            section = 'config' and key = 'appendonly' and value not like 'unavailable:%'
-        ) as config_appendonly,
-        max(value) filter (
-            section = 'config' and key = 'appendfsync' and value not like 'unavailable:%'
-        ) as config_appendfsync,
-        max(value) filter (
-            section = 'config' and key = 'maxmemory-policy' and value not like 'unavailable:%'
-        ) as maxmemory_policy,
-        max(value) filter (
-            section = 'config' and key = 'io-threads' and value not like 'unavailable:%'
-        ) as config_io_threads,
+            section = 'config' and key = '{{ key }}' and value not like 'unavailable:%'
+        ) as {{ alias }},
+        {%- endfor %}
         string_agg(key, ', ' order by key) filter (
             section = 'config' and value like 'unavailable:%'
         ) as config_unavailable_keys,
