@@ -49,6 +49,11 @@ def run(
     """Measure the environments (or an embedded scratch Redis), land, build, render."""
     if profile not in PROFILES:
         fail(f"--profile: unknown profile {profile!r} (choose {', '.join(sorted(PROFILES))})")
+    from yardstick.runtime import configure_prefect
+
+    # Prefect's settings before its first import (flows.targets imports it), so that its
+    # home and the ephemeral server's start timeout are ours; the folder comes later.
+    configure_prefect(state_dir, create=False)
     # Validate before Prefect starts: a bad file or name lands nothing.
     from yardstick.flows.targets import EMBEDDED_NAME, select
 
@@ -60,8 +65,6 @@ def run(
     for name in env or []:
         if config is None and name != EMBEDDED_NAME:
             fail(f"--env: no environment {name!r} without --config (known: {EMBEDDED_NAME})")
-    from yardstick.runtime import configure_prefect
-
     configure_prefect(state_dir)
     from yardstick.flows.nightly import nightly  # Prefect reads its settings on import
 

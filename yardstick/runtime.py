@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 DEFAULT_STATE_DIR = ".yardstick"
 
 
-def configure_prefect(state_dir: str | Path = DEFAULT_STATE_DIR) -> Path:
-    """Point Prefect at <state_dir>/prefect unless the user already chose a home or a server."""
+def configure_prefect(state_dir: str | Path = DEFAULT_STATE_DIR, create: bool = True) -> Path:
+    """Point Prefect at <state_dir>/prefect unless the user already chose a home or a server.
+
+    Prefect reads these settings once, when it is first imported: call this before anything
+    imports prefect (`create=False` sets them without making the folder yet)."""
     home = Path(state_dir).resolve() / "prefect"
     os.environ.setdefault("PREFECT_HOME", str(home))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -19,5 +23,10 @@ def configure_prefect(state_dir: str | Path = DEFAULT_STATE_DIR) -> Path:
         # No server configured: run against a temporary local one that uses PREFECT_HOME.
         os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_ENABLED", "true")
         os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+    if create:
+        Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)
+    else:
+        # Prefect tries to make its home when imported and warns when the parent is missing;
+        # the folder is made once the run is known to go ahead (a bad config lands nothing).
+        warnings.filterwarnings("ignore", message="Failed to create the Prefect home directory")
     return Path(os.environ["PREFECT_HOME"])
