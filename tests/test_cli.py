@@ -122,6 +122,8 @@ def test_unknown_env_lists_the_known_names(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["envs.yaml"]
 
 
+# The CLI's exit codes, report and trend commands: the server's kind changes none of it.
+@pytest.mark.server_agnostic
 def test_run_with_a_dead_environment_then_report_and_trend(redis_server, tmp_path, monkeypatch):
     config = write_config(
         tmp_path / "envs.yaml",

@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from conftest import run_nightly, write_config
 
 from yardstick import lake
@@ -33,6 +34,8 @@ def _rows_of_run(lake_dir: Path, run_id: str) -> dict[tuple[str, str], list]:
     return {key: sorted(rows) for key, rows in found.items()}
 
 
+# Failure isolation and what survives: the healthy server's kind changes none of it.
+@pytest.mark.server_agnostic
 def test_unreachable_environment_fails_alone_and_earlier_data_survives(
     prefect_server, redis_server, tmp_path
 ):

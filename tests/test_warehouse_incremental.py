@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -150,6 +152,26 @@ def test_an_update_that_did_not_finish_makes_the_next_one_a_full_rebuild(history
     con.close()
     result = warehouse.update(history[1], target)
     assert result.mode == "full" and "did not finish" in result.reason
+
+    # A WAL left by a killed writer of another file (issue 16): rebuilt from the lake, the WAL
+    # removed, never a warehouse that no run or report can open.
+    stale = tmp_path / "other.duckdb"
+    subprocess.run(
+        [sys.executable, "-c",
+         "import duckdb, os, sys\n"
+         "con = duckdb.connect(sys.argv[1])\n"
+         "con.execute('PRAGMA disable_checkpoint_on_shutdown')\n"
+         "con.execute(\"SET checkpoint_threshold = '1TB'\")\n"
+         "con.execute('create table t as select range as i from range(100)')\n"
+         "os._exit(9)\n", str(stale)],
+        check=False, timeout=60,
+    )
+    wal = target.with_name(target.name + ".wal")
+    wal.write_bytes(stale.with_name(stale.name + ".wal").read_bytes())
+    result = warehouse.update(history[1], target)
+    assert result.mode == "full" and "could not be opened" in result.reason
+    assert not wal.exists()
+    duckdb.connect(str(target), read_only=True).close()
 
 
 def test_collections_are_not_figures(rebuilt):
