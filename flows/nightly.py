@@ -22,6 +22,7 @@ from yardstick.flows.landing import record_run, run_family
 from yardstick.flows.plan import RunContext, families_for, host_group_label, host_groups
 from yardstick.flows.targets import environments
 from yardstick.outcome import EnvOutcome, RunSummary
+from yardstick.preflight import check_writable, run_folders
 from yardstick.profiles import Profile, get_profile
 from yardstick.reports.render import render_reports
 from yardstick.tasks.base import utc_now
@@ -185,6 +186,8 @@ def nightly(
     reporting) if any environment did."""
     wall_start = time.perf_counter()
     chosen = get_profile(profile)
+    # Before any server is touched: a lake that cannot be written is one line, not a lost run.
+    check_writable(run_folders(lake_dir, warehouse_path, out_dir))
     run_id = lake.new_run_id()
     with environments(config_path, env_names) as (envs, server_binary):
         outcomes = measure_environments(envs, chosen, run_id, lake_dir, server_binary)

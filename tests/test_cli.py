@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 from conftest import write_config
 from typer.testing import CliRunner
 
@@ -220,3 +221,32 @@ def test_report_and_trend_without_data_are_one_line(tmp_path):
     )
     assert result.exit_code == 2 and "no warehouse yet" in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_an_unwritable_lake_is_one_line_before_any_server_is_touched(redis_server, tmp_path):
+    # Issue 16: found after the families, an unwritable lake cost a whole run. A lake path
+    # under a regular file cannot be created, whoever runs (root included).
+    (tmp_path / "afile").write_text("")
+    config = write_config(
+        tmp_path / "envs.yaml", [{"name": "s", "url": redis_server.url, "mode": "scratch"}]
+    )
+    observer = redis.Redis(port=redis_server.port, decode_responses=True)
+    before = observer.info("stats")["total_connections_received"]
+    result = _yardstick(
+        tmp_path, "run", "--config", str(config), "--profile", "quick",
+        *_paths(tmp_path), "--lake", str(tmp_path / "afile" / "lake"),
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: lake ") and "cannot be written" in line
+    # Only the observer's own connection ever reached the server.
+    assert observer.info("stats")["total_connections_received"] == before
+    observer.close()
+
+
+def test_too_little_free_space_is_one_line_naming_the_folder(tmp_path):
+    from yardstick.preflight import NotWritable, check_writable
+
+    with pytest.raises(NotWritable, match=r"^output folder .*: only \d+ MiB free"):
+        check_writable({"output folder": tmp_path / "out"}, min_free_bytes=1 << 62)
+    assert not list((tmp_path / "out").iterdir())  # the probe file is gone

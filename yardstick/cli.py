@@ -65,6 +65,12 @@ def run(
     for name in env or []:
         if config is None and name != EMBEDDED_NAME:
             fail(f"--env: no environment {name!r} without --config (known: {EMBEDDED_NAME})")
+    from yardstick.preflight import NotWritable, check_writable, run_folders
+
+    try:
+        check_writable(run_folders(lake, warehouse, out))
+    except NotWritable as exc:
+        fail(str(exc))
     configure_prefect(state_dir)
     from yardstick.flows.nightly import nightly  # Prefect reads its settings on import
 
