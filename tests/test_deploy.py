@@ -143,3 +143,6 @@ def _deploy_and_inspect(env: dict[str, str]) -> None:
     collect_schedules = [s["schedule"] for s in collect["schedules"] if s["active"]]
     assert [(s["cron"], s["timezone"]) for s in collect_schedules] == [("*/5 * * * *", "UTC")]
     assert collect["pull_steps"] == [{SET_WORKDIR_STEP: {"directory": str(REPO)}}]
+    # Collections never pile up behind a nightly run holding the host: one at a time.
+    assert collect["global_concurrency_limit"]["limit"] == 1
+    assert collect["concurrency_options"]["collision_strategy"] == "CANCEL_NEW"
