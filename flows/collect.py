@@ -18,14 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from prefect import flow, get_run_logger
-from prefect.concurrency.sync import concurrency
 from prefect.states import Failed, State
 from pydantic import BaseModel
 
-from yardstick import compaction, lake
+from yardstick import compaction, interrupt, lake
 from yardstick.config import Environment
-from yardstick.flows.hostlock import ensure_host_limits, host_limit_name
-from yardstick.flows.landing import record_run, run_family
+from yardstick.flows.hostlock import HostBusy, host_slot
+from yardstick.flows.landing import record_run, run_family, run_logger, unreachable_step
 from yardstick.flows.plan import (
     Family,
     RunContext,
@@ -58,6 +57,9 @@ COLLECT_TABLES = [
     "commandstats_snapshots",
 ]
 COMPACT_AFTER_FILES = 25
+# How long a collection waits for a host another run is measuring, then skips it (recorded):
+# well inside the 5-minute schedule, so the next collection never finds this one running.
+HOST_WAIT_S = 120.0
 # Host groups read side by side at most (the nightly flow's task runner had 8 workers).
 MAX_PARALLEL_GROUPS = 8
 # The families' @task declarations retry once after 1 s; called plainly, the same is done here.
@@ -126,22 +128,34 @@ def collect_environment(
     lake_dir: str,
     host_group: str,
     context: RunContext,
+    host_wait_s: float = HOST_WAIT_S,
 ) -> EnvOutcome:
     """Collect one environment while holding its host's slot, land its tables; never raises
     for a family's failure (the step records it)."""
     started_at, start = utc_now(), time.perf_counter()
     steps: list[dict] = []
-    unreachable: str | None = None
-    # The host's slot, as the nightly flow takes it: a collection waits for the nightly
-    # experiments on that host instead of reading a server mid-experiment.
-    with concurrency(host_limit_name(host_group), occupy=1, strict=False):
-        for family in families_for(env, COLLECT_FAMILIES):
-            step = run_family(
-                plain_family(family), env, profile, context, run_id, lake_dir, unreachable
-            )
-            steps.append(step)
-            if step.get("unreachable"):
-                unreachable = step.pop("unreachable")
+    families = families_for(env, COLLECT_FAMILIES)
+    # The host's lock, as the nightly flow takes it: a collection waits (a bounded time, so
+    # that collections cannot pile up behind a long experiment) instead of reading a server
+    # mid-experiment.
+    try:
+        with host_slot(env, f"yardstick collect {run_id}", run_logger().info,
+                       wait_s=host_wait_s) as slot:
+            unreachable = slot.unreachable
+            if unreachable:
+                steps.append(unreachable_step(unreachable))
+            for family in families:
+                step = run_family(
+                    plain_family(family), env, profile, context, run_id, lake_dir, unreachable
+                )
+                steps.append(step)
+                if step.get("unreachable"):
+                    unreachable = step.pop("unreachable")
+    except (HostBusy, TimeoutError) as exc:
+        now = utc_now()
+        steps = [{"family": f.name, "started_at": now, "finished_at": now, "duration_s": 0.0,
+                  "window_s": 0.0, "status": "skipped", "reason": f"host busy: {exc}"}
+                 for f in families]
     return record_run(env, profile, run_id, lake_dir, host_group, started_at, start, steps)
 
 
@@ -155,7 +169,6 @@ def collect_environments(
     """Collect every environment: one host group after another inside, groups side by side
     (threads of this flow run, not task runs); outcomes in group order."""
     groups = host_groups(envs)
-    ensure_host_limits([host_group_label(group) for group in groups])
     context = RunContext(server_binary=server_binary, peers={e.name: e for e in envs})
 
     def one_group(group: list[Environment]) -> list[EnvOutcome]:
@@ -188,6 +201,8 @@ def collect(
     """Read SLOWLOG, latency monitor and commandstats of each environment into the lake;
     merge a month's collection files once `compact_after_files` of them have piled up."""
     wall_start = time.perf_counter()
+    interrupt.quiet_stop_tracebacks()
+    interrupt.watch_parent()  # under a worker: stop once the worker is gone
     profile = collect_profile(keep_slowlog_args)
     run_id = lake.new_run_id()
     with environments(config_path, env_names) as (envs, server_binary):

@@ -5,12 +5,14 @@ each time) does not pay for them."""
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import datetime
 
 from prefect import get_run_logger
+from prefect.exceptions import MissingContextError
 
-from yardstick import __version__, lake
+from yardstick import __version__, interrupt, lake
 from yardstick.config import Environment
 from yardstick.flows.plan import Family, RunContext
 from yardstick.outcome import EnvOutcome
@@ -22,6 +24,14 @@ from yardstick.tasks.base import Skipped, utc_now
 UNREACHABLE = ("ConnectionError", "TimeoutError", "AuthenticationError", "MissingSecret")
 
 
+def run_logger() -> logging.Logger | logging.LoggerAdapter:
+    """The flow or task run's logger; a plain one where a family is called outside a run."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("yardstick")
+
+
 def one_line(exc: BaseException) -> str:
     """An exception as one line: its type and first line of text."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -31,6 +41,11 @@ def one_line(exc: BaseException) -> str:
 def is_unreachable(exc: BaseException) -> bool:
     """Whether an exception says the server cannot be reached (by class name, any library)."""
     return any(cls.__name__ in UNREACHABLE for cls in type(exc).__mro__)
+
+
+def family_timeout_s(name: str, env: Environment, profile: Profile) -> float:
+    """A family's wall-clock bound: the environment's own for it, else the profile's."""
+    return (env.family_timeouts_s or {}).get(name, profile.family_timeout_s)
 
 
 def run_family(
@@ -49,6 +64,8 @@ def run_family(
     skip = family.skip_reason(env)
     if unreachable:
         skip = f"not attempted: server unreachable ({unreachable})"
+    if interrupt.STOP.is_set():
+        skip = f"not attempted: {interrupt.stop_reason()}"
     if skip:
         return {
             **step,
@@ -57,8 +74,10 @@ def run_family(
             "finished_at": step_started_at,
             "duration_s": 0.0,
         }
+    timeout_s = family_timeout_s(family.name, env, profile)
     try:
-        measured = family.run(env, profile, context)
+        with interrupt.bounded(family.name, timeout_s):
+            measured = family.run(env, profile, context)
         for table, data in measured.tables.items():
             lake.write(lake_dir, table, env.name, run_id, data)
         status = "failed" if measured.problems else "ok"
@@ -66,13 +85,54 @@ def run_family(
         step.update(status=status, reason=reason, window_s=measured.window_s)
     except Skipped as exc:
         step.update(status="skipped", reason=str(exc))
+    except interrupt.Interrupted as exc:
+        # The family's own finally blocks have restored what it changed on the way out.
+        step.update(status="interrupted", reason=str(exc))
+    except interrupt.FamilyTimeout as exc:
+        run_logger().warning("%s: %s", env.name, exc)
+        step.update(status="failed", reason=f"timed out: {exc}")
     except Exception as exc:  # one family failing must not stop the others
         reason = one_line(exc)
-        get_run_logger().warning("%s: %s failed: %s", env.name, family.name, reason)
+        run_logger().warning("%s: %s failed: %s", env.name, family.name, reason)
         step.update(status="failed", reason=reason)
         if is_unreachable(exc):
             step["unreachable"] = reason
     step.update(finished_at=utc_now(), duration_s=time.perf_counter() - step_start)
+    return step
+
+
+def unreachable_step(reason: str) -> dict:
+    """The step row of a server that did not answer before any family (its host lock's
+    identity call): the families after it are not attempted."""
+    now = utc_now()
+    return {"family": "connect", "started_at": now, "finished_at": now, "duration_s": 0.0,
+            "window_s": 0.0, "status": "failed", "reason": reason}
+
+
+def cleanup_step(env: Environment, profile: Profile) -> dict:
+    """Before any family on a scratch server: undo what an earlier run of the tool left when
+    it was killed (CONFIG it changed, fixture and benchmark keys); a step row saying what."""
+    from yardstick import benchdb, scratch
+    from yardstick.connect import open_client
+
+    start, started_at = time.perf_counter(), utc_now()
+    step = {"family": "cleanup", "started_at": started_at, "window_s": 0.0}
+    try:
+        client = open_client(env, "cleanup")
+        try:
+            notes = scratch.recover(client, env)
+        finally:
+            client.close()
+        for db in sorted({profile.throughput.db, profile.memtier.db} - {env.db}):
+            notes += benchdb.recover(env, db)
+        step.update(status="ok", reason="; ".join(notes) or "nothing left by earlier runs")
+        if notes:
+            run_logger().warning("%s: cleaned what earlier runs left: %s", env.name, notes)
+    except Exception as exc:  # the families meet the same problem and say it in their steps
+        step.update(status="failed", reason=f"cleanup: {one_line(exc)}")
+        if is_unreachable(exc):
+            step["unreachable"] = one_line(exc)
+    step.update(finished_at=utc_now(), duration_s=time.perf_counter() - start)
     return step
 
 
@@ -90,9 +150,11 @@ def record_run(
     failed = [s for s in steps if s["status"] == "failed"]
     ok = [s for s in steps if s["status"] == "ok"]
     status = "ok" if not failed else ("partial" if ok else "failed")
+    if any(s["status"] == "interrupted" for s in steps) or interrupt.STOP.is_set():
+        status = "interrupted"
+        failed += [s for s in steps if s["status"] == "interrupted"][:1]
     error = "; ".join(f"{s['family']}: {s['reason']}" for s in failed)
     duration_s = time.perf_counter() - start
-    lake.write(lake_dir, "steps", env.name, run_id, to_table("steps", steps))
     run_row = {
         "profile": profile.name,
         "started_at": started_at,
@@ -108,7 +170,14 @@ def record_run(
         "prober_on_host": env.on_server_host,
         "tool_version": __version__,
     }
-    lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run_row]))
+    try:
+        # Steps before the run row: a run row is the mark that the environment's files are
+        # whole (the warehouse leaves out files of runs without one).
+        lake.write(lake_dir, "steps", env.name, run_id, to_table("steps", steps))
+        lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run_row]))
+    except OSError as exc:  # a full disk here must not stop the other environments
+        status, error = "failed", f"not landed: {one_line(exc)}"
+        run_logger().error("%s: %s", env.name, error)
     return EnvOutcome(
         env=env.name,
         mode=env.mode,

@@ -9,16 +9,21 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect.concurrency.sync import concurrency
 from prefect.futures import PrefectFuture
-from prefect.states import Failed, State
+from prefect.states import Cancelled, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
-from yardstick import compaction, lake, retention, warehouse
+from yardstick import compaction, interrupt, lake, retention, warehouse
 from yardstick.config import Environment
-from yardstick.flows.hostlock import ensure_host_limits, host_limit_name
-from yardstick.flows.landing import record_run, run_family
+from yardstick.flows.hostlock import host_slot
+from yardstick.flows.landing import (
+    cleanup_step,
+    record_run,
+    run_family,
+    run_logger,
+    unreachable_step,
+)
 from yardstick.flows.plan import RunContext, families_for, host_group_label, host_groups
 from yardstick.flows.targets import environments
 from yardstick.outcome import EnvOutcome, RunSummary
@@ -26,6 +31,9 @@ from yardstick.preflight import check_writable, run_folders
 from yardstick.profiles import Profile, get_profile
 from yardstick.reports.render import render_reports
 from yardstick.tasks.base import utc_now
+
+# How long an interrupted run waits for its families to restore the servers and land.
+STOP_GRACE_S = 30.0
 
 
 @task(name="measure-environment", cache_policy=NO_CACHE)
@@ -43,11 +51,16 @@ def measure_environment(
     tables; never raises."""
     started_at, start = utc_now(), time.perf_counter()
     steps: list[dict] = []
-    unreachable: str | None = None
     context = RunContext(server_binary=server_binary, peers=peers or {})
-    # Hold the host's slot for the whole environment: a collection started by another flow
-    # waits instead of measuring a server mid-experiment.
-    with concurrency(host_limit_name(host_group), occupy=1, strict=False):
+    logger = run_logger()
+    # Hold the host's lock for the whole environment: a collection or another run (any
+    # Prefect home or server) waits instead of measuring a server mid-experiment.
+    with host_slot(env, f"yardstick run {run_id}", logger.warning) as slot:
+        unreachable = slot.unreachable
+        if unreachable:
+            steps.append(unreachable_step(unreachable))
+        if env.mode == "scratch" and not unreachable and not interrupt.STOP.is_set():
+            steps.append(cleanup_step(env, profile))
         for family in families_for(env, families):
             steps.append(run_family(family, env, profile, context, run_id, lake_dir, unreachable))
             if steps[-1].get("unreachable"):
@@ -66,7 +79,6 @@ def measure_environments(
     """Submit every environment: one host group after another inside, groups side by side."""
     futures: list[PrefectFuture] = []
     groups = host_groups(envs)
-    ensure_host_limits([host_group_label(group) for group in groups])
     for group in groups:
         # Environments on one host run one after another: a measurement perturbs the next.
         previous: PrefectFuture | None = None
@@ -85,7 +97,16 @@ def measure_environments(
                 wait_for=[previous] if previous else None,
             )
             futures.append(previous)
-    return [future.result() for future in futures]
+    try:
+        return [future.result() for future in futures]
+    except BaseException as exc:
+        # Ctrl-C or SIGTERM reached this thread as an exception (Prefect's own handler): the
+        # families in the worker threads stop at their next check and restore the servers
+        # before the run ends, rather than after it.
+        interrupt.request_stop(f"{type(exc).__name__} in the flow")
+        for future in futures:
+            future.wait(timeout=STOP_GRACE_S)
+        raise
 
 
 @task(name="compact-lake", cache_policy=NO_CACHE)
@@ -185,12 +206,25 @@ def nightly(
     """Measure, land, compact, update the warehouse and render; the run fails (after
     reporting) if any environment did."""
     wall_start = time.perf_counter()
+    interrupt.quiet_stop_tracebacks()
+    interrupt.watch_parent()  # under a worker: stop once the worker is gone
     chosen = get_profile(profile)
     # Before any server is touched: a lake that cannot be written is one line, not a lost run.
     check_writable(run_folders(lake_dir, warehouse_path, out_dir))
     run_id = lake.new_run_id()
     with environments(config_path, env_names) as (envs, server_binary):
         outcomes = measure_environments(envs, chosen, run_id, lake_dir, server_binary)
+    if interrupt.STOP.is_set():
+        # Stopped by the operator: servers restored and the interruption landed; the
+        # warehouse and the reports are brought up to date by the next run.
+        return Cancelled(
+            message=f"{interrupt.stop_reason()}: stopped after restoring the servers",
+            data=RunSummary(
+                run_id=run_id, profile=chosen.name, lake_dir=lake_dir,
+                warehouse_path=warehouse_path, out_dir=out_dir,
+                wall_s=time.perf_counter() - wall_start, outcomes=outcomes,
+            ),
+        )
     compact_lake(lake_dir)
     update_warehouse(lake_dir, warehouse_path, full_rebuild, until_run_id=run_id)
     apply_retention(lake_dir, warehouse_path, detail_days)

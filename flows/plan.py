@@ -148,6 +148,12 @@ def check_families(envs: list[Environment], source: str) -> None:
                 raise ConfigError(
                     f"{where}: {name} writes to the server; read-only environments never get it"
                 )
+        for name, timeout_s in (env.family_timeouts_s or {}).items():
+            where = f"{source}: environment {env.name!r}, field 'family_timeouts_s'"
+            if name not in known:
+                raise ConfigError(f"{where}: no family {name!r} (known: {', '.join(known)})")
+            if not timeout_s > 0:
+                raise ConfigError(f"{where}: {name} must be a positive number of seconds")
 
 
 def families_for(env: Environment, only: list[str] | None = None) -> list[Family]:

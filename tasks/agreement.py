@@ -13,6 +13,7 @@ import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from yardstick import interrupt
 from yardstick.config import Environment
 from yardstick.connect import client_name, open_client
 from yardstick.profiles import AgreementProfile
@@ -34,7 +35,7 @@ def _wait_for_fresh_second(client: redis.Redis) -> None:
     """Sleep until the server's clock enters a second with no `command` sample yet."""
     seconds, micros = client.time()
     if seconds in _history(client):
-        time.sleep(1 - micros / 1e6 + 0.01)
+        interrupt.sleep(1 - micros / 1e6 + 0.01)
 
 
 def _one_sort(client: redis.Redis, args: list[str], rep_idx: int, last_id: int | None) -> dict:
@@ -82,6 +83,7 @@ def agreement(env: Environment, profile: AgreementProfile) -> Measured:
                     start = time.perf_counter()
                     last_id = newest_entry_id(client)
                     for rep_idx in range(profile.repetitions):
+                        interrupt.check()
                         row = _one_sort(client, args, rep_idx, last_id)
                         last_id = row["entry_id"] if row["entry_id"] is not None else last_id
                         rows.append(row)

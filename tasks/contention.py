@@ -14,6 +14,7 @@ import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from yardstick import interrupt
 from yardstick.config import Environment
 from yardstick.connect import client_name, open_client
 from yardstick.info import parse_commandstats
@@ -51,7 +52,9 @@ class Culprit(threading.Thread):
     def run(self) -> None:
         """Send the command back to back; the first completion tells the victim to start."""
         try:
-            while not self.stop.is_set() and self.commands < self.max_commands:
+            while not (self.stop.is_set() or interrupt.STOP.is_set()) and (
+                self.commands < self.max_commands
+            ):
                 start = time.perf_counter_ns()
                 self.client.execute_command(*self.args)
                 self.busy_us += (time.perf_counter_ns() - start) / 1000

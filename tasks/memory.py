@@ -17,6 +17,7 @@ import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from yardstick import interrupt
 from yardstick.config import Environment
 from yardstick.connect import open_client
 from yardstick.info import parse_info
@@ -156,7 +157,7 @@ def _remove(client: redis.Redis, names: list[str], batch: int) -> None:
         memory = parse_info(client.info("memory")).get("memory", {})
         if memory.get("lazyfree_pending_objects", "0") == "0":
             return
-        time.sleep(0.01)
+        interrupt.sleep(0.01)
 
 
 def _used_memory(client: redis.Redis) -> int:
@@ -179,7 +180,7 @@ def _settle(client: redis.Redis, removed_bytes: int, keys: int) -> None:
     while _used_memory(client) > removed_bytes - expected / 2:
         if time.monotonic() > deadline:
             return  # the readings show it: the next 'before' stays above the baseline
-        time.sleep(0.02)
+        interrupt.sleep(0.02)
 
 
 def wait_until_steady(
@@ -194,7 +195,7 @@ def wait_until_steady(
     while steady < reads:
         if time.monotonic() > deadline:
             return False
-        time.sleep(poll_s)
+        interrupt.sleep(poll_s)
         now = _used_memory(client)
         if now < lowest - tolerance_bytes:
             steady = 0
@@ -288,6 +289,7 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
                 k, v = payload_bytes(shape, name, key_sizes)
                 key_bytes, value_bytes = key_bytes + k, value_bytes + v
             for repetition in range(profile.repetitions):
+                interrupt.check()
                 start = time.perf_counter()
                 started_at = utc_now()
                 # The "settle" reading opens the wait, "before" closes it: their times give

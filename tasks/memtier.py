@@ -121,10 +121,11 @@ def memtier(env: Environment, profile: MemtierProfile) -> Measured:
         except ToolAuthUnavailable as exc:
             raise Skipped(str(exc)) from None
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="yardstick-memtier-"))
-        client = stack.enter_context(empty_database(env, profile.db, "memtier"))
+        notes: list[str] = []  # what an interrupted run left in the database, if anything
+        client = stack.enter_context(empty_database(env, profile.db, "memtier", notes))
         for repetition in range(profile.repetitions):
             if repetition:
-                remove_all(client)  # the previous run's keys: all the tool's own
+                remove_all(client)  # the previous run's keys (not the claim): the tool's own
             out = Path(tmp) / f"memtier-{repetition}.json"
             started_at, cpu_before, start = utc_now(), cpu_times(), time.perf_counter()
             run_tool(memtier_args(tool, env, profile, out, credentials),
@@ -144,4 +145,4 @@ def memtier(env: Environment, profile: MemtierProfile) -> Measured:
             rows += [{**common, **row} for row in parsed]
     note = leftovers_note(credentials)
     return Measured(tables={"memtier": to_table("memtier", rows)}, window_s=window_s,
-                    notes=[note] if note else [])
+                    notes=notes + ([note] if note else []))

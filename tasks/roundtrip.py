@@ -18,6 +18,7 @@ import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from yardstick import interrupt
 from yardstick.config import Environment
 from yardstick.connect import open_client
 from yardstick.guard import check_read_only
@@ -52,6 +53,7 @@ def bucket_bounds(bucket: int) -> tuple[float, float]:
 
 def probe_window(sock, window_s: float, interval_s: float) -> array:
     """Send PING and time each reply until `window_s` has passed; RTTs in µs."""
+    interrupt.check()  # once a window: a stop request waits at most one window
     rtts_us = array("d")
     deadline_ns = time.perf_counter_ns() + int(window_s * 1e9)
     while True:

@@ -14,6 +14,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from redis.client import NEVER_DECODE
 
+from yardstick import interrupt
 from yardstick.config import Environment
 from yardstick.connect import client_name, open_client
 from yardstick.info import parse_commandstats
@@ -59,6 +60,7 @@ def _run_repetitions(client, profile: SlowCommandsProfile, prefix: str, sizes: d
     rows, last_id = [], None
     name = client_name(ROLE)
     for rep_idx in range(profile.repetitions):
+        interrupt.check()
         for label, args in commands(prefix):
             start = time.perf_counter_ns()
             # Raw bytes: decoding a 200,000-element reply would only time the client.

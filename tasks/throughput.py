@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from yardstick import interrupt
 from yardstick.benchdb import empty_database
 from yardstick.config import Environment
 from yardstick.hostload import busy_share, cpu_times
@@ -125,9 +126,11 @@ def throughput(env: Environment, profile: ThroughputProfile) -> Measured:
             credentials = stack.enter_context(tool_credentials(env, "throughput"))
         except ToolAuthUnavailable as exc:
             raise Skipped(str(exc)) from None
-        stack.enter_context(empty_database(env, profile.db, "throughput"))
+        notes: list[str] = []  # what an interrupted run left in the database, if anything
+        stack.enter_context(empty_database(env, profile.db, "throughput", notes))
         for repetition in range(profile.repetitions):
             for clients, pipeline, payload_bytes in cells:
+                interrupt.check()
                 cell = {"repetition": repetition, "clients": clients, "pipeline": pipeline,
                         "payload_bytes": payload_bytes}
                 cell_rows = run_cell(tool, env, profile, cell, credentials)
@@ -139,4 +142,4 @@ def throughput(env: Environment, profile: ThroughputProfile) -> Measured:
     ) else []
     note = leftovers_note(credentials)
     return Measured(tables={"benchmark": to_table("benchmark", rows)}, window_s=window_s,
-                    problems=problems, notes=[note] if note else [])
+                    problems=problems, notes=notes + ([note] if note else []))

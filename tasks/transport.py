@@ -79,7 +79,7 @@ def transport(
                 except ToolAuthUnavailable as exc:
                     tool = None  # the PING rounds still compare the two paths
                     notes.append(f"benchmarks left out: {exc}")
-            stack.enter_context(empty_database(direct, throughput.db, "transport"))
+            stack.enter_context(empty_database(direct, throughput.db, "transport", notes))
             measure_rounds(credentials)
             note = leftovers_note(credentials) if credentials else None
             notes.extend([note] if note else [])

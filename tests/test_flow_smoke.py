@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import duckdb
 import pyarrow.parquet as pq
 from conftest import run_nightly, write_config
@@ -43,30 +45,41 @@ def test_flow_on_scratch_server(prefect_server, redis_server, tmp_path):
     assert "scratch-a.md" in (tmp_path / "out" / "index.md").read_text()
 
 
-def test_one_measurement_per_host_across_flows(prefect_server):
-    """The host's 1-slot limit exists and is held while an environment is measured."""
+def test_one_measurement_per_host_whoever_asks(prefect_server, redis_server, tmp_path, monkeypatch):
+    """The lock is the server's own (run_id), held on this machine and, with a shared Prefect
+    API, as a 1-slot limit; a second holder waits and is told who holds it."""
     import threading
     import time
 
     from prefect.client.orchestration import get_client
-    from prefect.concurrency.sync import concurrency
 
-    from yardstick.flows.hostlock import ensure_host_limits
+    from yardstick.config import Environment
+    from yardstick.embedded import free_port
+    from yardstick.flows.hostlock import host_slot, lock_name
 
-    (name,) = ensure_host_limits(["localhost"])
-    with get_client(sync_client=True) as client:
-        assert client.read_global_concurrency_limit_by_name(name).limit == 1
+    monkeypatch.setenv("YARDSTICK_LOCK_DIR", str(tmp_path / "locks"))
+    env = Environment(name="a", url=redis_server.url, mode="read-only")
+    told: list[str] = []
     entered: list[float] = []
 
     def second() -> None:
-        with concurrency(name, occupy=1, strict=True):
+        with host_slot(env, "the second run", told.append):
             entered.append(time.monotonic())
 
-    with concurrency(name, occupy=1, strict=True):
-        held_since = time.monotonic()
+    with host_slot(env, "the first run", told.append) as slot:
+        assert slot.identity is not None and slot.identity.startswith("server:")
+        with get_client(sync_client=True) as client:
+            limit = client.read_global_concurrency_limit_by_name(lock_name(slot.identity))
+            assert limit.limit == 1 and limit.active_slots == 1
         other = threading.Thread(target=second)
         other.start()
         time.sleep(1.5)
         released = time.monotonic()
     other.join(timeout=60)
-    assert entered and entered[0] >= released > held_since
+    assert entered and entered[0] >= released
+    assert len(told) == 1 and "the first run" in told[0] and str(os.getpid()) in told[0]
+
+    # A server that does not answer holds nothing and says why.
+    dead = Environment(name="d", url=f"redis://127.0.0.1:{free_port()}/0", mode="read-only")
+    with host_slot(dead, "x", told.append) as slot:
+        assert slot.identity is None and "ConnectionError" in (slot.unreachable or "")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from yardstick.config import Environment
-from yardstick.flows.plan import host_group_label, host_groups
+import pytest
+
+from yardstick.config import ConfigError, Environment
+from yardstick.flows.plan import check_families, host_group_label, host_groups
 
 
 def _env(name: str, url: str, **extra) -> Environment:
@@ -61,3 +63,26 @@ def test_every_environment_is_in_exactly_one_group_in_config_order():
     flat = [name for group in groups for name in group]
     assert sorted(flat) == sorted(e.name for e in envs) and len(flat) == len(set(flat))
     assert groups == [["e0", "e3", "e6"], ["e1", "e4", "e7"], ["e2", "e5", "e8"]]
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ({"family_timeouts_s": {"throughputt": 900}}, "no family 'throughputt'"),
+        ({"family_timeouts_s": {"throughput": 0}}, "throughput must be a positive number"),
+    ],
+)
+def test_family_bounds_name_real_families(extra, says):
+    env = Environment(name="a", url="redis://127.0.0.1:1/0", mode="scratch", **extra)
+    with pytest.raises(ConfigError, match=says):
+        check_families([env], "envs.yaml")
+
+
+def test_family_bound_of_the_environment_wins_over_the_profile():
+    from yardstick.flows.landing import family_timeout_s
+    from yardstick.profiles import get_profile
+
+    env = Environment(name="a", url="redis://127.0.0.1:1/0", mode="scratch",
+                      family_timeouts_s={"throughput": 900})
+    assert family_timeout_s("throughput", env, get_profile("nightly")) == 900
+    assert family_timeout_s("memory", env, get_profile("quick")) == 120

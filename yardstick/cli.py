@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import date
 from difflib import get_close_matches
 from pathlib import Path
@@ -13,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from yardstick import interrupt
 from yardstick.config import ConfigError, load_config
 from yardstick.profiles import PROFILES
 
@@ -71,11 +76,21 @@ def run(
         check_writable(run_folders(lake, warehouse, out))
     except NotWritable as exc:
         fail(str(exc))
-    configure_prefect(state_dir)
+    home = configure_prefect(state_dir)
+    from yardstick.prefect_server import PrivatePrefectServer
+
+    server = None
+    if not os.environ.get("PREFECT_API_URL"):
+        # Its start (~10 s) overlaps the flows' imports.
+        server = PrivatePrefectServer(home).spawn()
     from yardstick.flows.nightly import nightly  # Prefect reads its settings on import
 
     target = str(config) if config else "an embedded scratch Redis"
-    with console.status(f"Measuring {target} (profile {profile})…"):
+    with ExitStack() as stack:
+        if server is not None:
+            stack.enter_context(_private_prefect_server(server))
+        stack.enter_context(interrupt.signals_stop_the_run((signal.SIGINT, signal.SIGTERM)))
+        stack.enter_context(console.status(f"Measuring {target} (profile {profile})…"))
         state = nightly(
             config_path=str(config) if config else None,
             env_names=env or None,
@@ -86,6 +101,15 @@ def run(
             return_state=True,
         )
     summary = state.result(raise_on_failure=False)
+    if interrupt.STOP.is_set():
+        if not isinstance(summary, BaseException):
+            _print_summary(summary, rendered=False)
+        fail(
+            f"{interrupt.stop_reason()}: stopped; what the run changed on scratch servers was "
+            "set back, the interruption is recorded in the lake, and the next run updates "
+            "the warehouse and reports",
+            code=130,
+        )
     if isinstance(summary, BaseException):
         fail(f"run failed: {type(summary).__name__}: {summary}", code=1)
     _print_summary(summary)
@@ -93,7 +117,56 @@ def run(
         raise typer.Exit(1)
 
 
-def _print_summary(summary) -> None:
+def _drain_prefect_workers() -> None:
+    """Send Prefect's queued logs and events before its server stops (else each is retried
+    against a closed port, for minutes, at exit)."""
+    import inspect
+
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    async def drain() -> None:
+        try:
+            result = APILogWorker.instance().drain()
+            if inspect.isawaitable(result):
+                await result
+        except RuntimeError:
+            pass  # never started
+        result = EventsWorker.drain_all()
+        if inspect.isawaitable(result):
+            await result
+
+    run_coro_as_sync(drain())
+
+
+@contextmanager
+def _private_prefect_server(server) -> Iterator[None]:
+    """Run the flow against the spawned Prefect server of its own (no PREFECT_API_URL)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from yardstick.flows.hostlock import PRIVATE_API_VARIABLE
+    from yardstick.prefect_server import PrefectServerFailed
+
+    try:
+        server.wait()
+    except PrefectServerFailed as exc:
+        fail(str(exc), code=1)
+    if server.cleaned:
+        console.print(server.cleaned)
+    os.environ[PRIVATE_API_VARIABLE] = "1"  # no other run can see this server's limits
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+            try:
+                yield
+            finally:
+                _drain_prefect_workers()
+    finally:
+        server.stop()
+        os.environ.pop(PRIVATE_API_VARIABLE, None)
+
+
+def _print_summary(summary, rendered: bool = True) -> None:
     """The end-of-run table: one line per environment."""
     table = Table(title=f"run {summary.run_id} ({summary.profile}, {summary.wall_s:.1f} s)")
     for column in ("environment", "mode", "status", "time", "report", "error"):
@@ -109,6 +182,8 @@ def _print_summary(summary) -> None:
             escape(o.error or ""),
         )
     console.print(table)
+    if not rendered:
+        return
     index = Path(summary.out_dir) / "index.md"
     console.print(f"index: {index}  warehouse: {summary.warehouse_path}")
 

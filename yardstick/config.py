@@ -77,6 +77,12 @@ class Environment(BaseModel):
     families: list[str] | None = None
     # TLS files and checks; only with a rediss:// URL (validated in ConfigFile checks).
     tls: TlsSettings | None = None
+    # The machine the server runs on, named by the operator: environments with one host_id
+    # are measured one at a time across runs, probers and Prefect servers. Without it the
+    # lock is the server process itself (INFO server run_id).
+    host_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+    # Wall-clock bound per family, overriding the profile's family_timeout_s.
+    family_timeouts_s: dict[str, float] | None = None
 
     @field_validator("name")
     @classmethod

@@ -214,6 +214,12 @@ class RedisProcess:
         self._dir: tempfile.TemporaryDirectory[str] | None = None
 
     @property
+    def pid(self) -> int:
+        """The server's process id (tests freeze it with SIGSTOP)."""
+        assert self._process is not None, "server not started"
+        return self._process.pid
+
+    @property
     def url(self) -> str:
         """redis:// URL of the running server."""
         return f"redis://127.0.0.1:{self.port}/0"

@@ -27,6 +27,7 @@ from itertools import chain, repeat
 
 import redis
 
+from yardstick import interrupt
 from yardstick.guard import check_read_only
 from yardstick.info import CommandStat, parse_commandstats
 
@@ -624,8 +625,9 @@ def scan_keyspace(
         def send_round() -> None:
             keys_next = sum(len(ask.positions) for ask in scan.queued)
             pause_s = pacer.pause_s(time.perf_counter(), keys_next)
+            interrupt.check()
             if pause_s > 0:
-                time.sleep(pause_s)
+                interrupt.sleep(pause_s)
                 result.paused_s += pause_s
             info = pacer.wants_info(time.perf_counter())
             # Probes go last among the asks: theirs are the only replies whose line count

@@ -10,7 +10,7 @@ class EnvOutcome(BaseModel):
 
     env: str
     mode: str
-    status: str  # ok | partial | failed
+    status: str  # ok | partial | failed | interrupted
     duration_s: float
     window_s: float
     error: str | None = None

@@ -1,13 +1,22 @@
 """What a measurement changes on a scratch server, undone on the way out even when it fails
 halfway: every CONFIG SET is set back, every fixture key removed. Read-only environments
-are refused here before anything is sent."""
+are refused here before anything is sent.
+
+A run killed outright (kill -9) undoes nothing, so each CONFIG SET is first recorded as an
+intent on the server itself; `recover`, at the start of the next run, sets back what such a
+run left and says so."""
 
 from __future__ import annotations
 
 import base64
+import json
+import logging
+import os
 import random
-from collections.abc import Iterator
+import socket
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 import redis
 
@@ -16,9 +25,15 @@ from yardstick.config import Environment
 # Every key the tool writes starts with this; cleanup removes exactly these keys and never
 # flushes a database (a scratch server may hold someone else's keys too).
 FIXTURE_PREFIX = "yardstick:fixture:"
+# A hash in the client's database: one field per setting changed by a block still open (or
+# by a run that died inside one), its value the JSON intent (`from`, `to`, `at`, `pid`, `host`).
+INTENT_KEY = "yardstick:intent:config"
 # Pipelined batch size when building fixtures: large enough to be quick, small enough that
 # no single command stalls the server (and lands in the SLOWLOG) for long.
 BATCH = 1000
+
+
+log = logging.getLogger(__name__)
 
 
 class NotScratch(Exception):
@@ -39,9 +54,15 @@ def require_scratch(env: Environment) -> None:
 def config_changes(
     client: redis.Redis, env: Environment, changes: dict[str, str | int]
 ) -> Iterator[dict[str, str]]:
-    """CONFIG SET each change for the block; yield the previous values, set back afterwards."""
+    """CONFIG SET each change for the block; yield the previous values, set back afterwards.
+
+    Each change is recorded as an intent (INTENT_KEY) before it is made, and forgotten once
+    set back, so a run killed inside the block leaves what `recover` needs."""
     require_scratch(env)
     original: dict[str, str] = {}
+    # Intents this block recorded; an intent already there belongs to an enclosing block or
+    # to a run that died (whose `from` is the true original): left for its owner/`recover`.
+    recorded: list[str] = []
     try:
         for key, value in changes.items():
             before = client.config_get(key)
@@ -49,14 +70,41 @@ def config_changes(
                 raise ValueError(f"CONFIG GET {key}: this server has no such setting")
             # Recorded before the SET, so a SET that fails halfway is still undone.
             original[key] = str(before[key])
+            intent = _intent(original[key], str(value))
+            if client.hsetnx(INTENT_KEY, key, json.dumps(intent)):
+                recorded.append(key)
             client.config_set(key, value)
+            if key in recorded:
+                # As the server reports it back (e.g. 1mb -> 1048576): what `recover` compares.
+                intent["to"] = str(client.config_get(key).get(key, value))
+                client.hset(INTENT_KEY, key, json.dumps(intent))
         yield dict(original)
     finally:
-        restore_config(client, original)
+        restore_config(client, original, forget=recorded)
 
 
-def restore_config(client: redis.Redis, original: dict[str, str]) -> None:
-    """Set each setting back and read it again; raise RestoreFailed naming what differs."""
+def _intent(before: str, after: str) -> dict[str, str | int]:
+    """What a CONFIG SET about to be made is recorded as."""
+    return {
+        "from": before,
+        "to": after,
+        "at": _utc_now_iso(),
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+    }
+
+
+def _utc_now_iso() -> str:
+    """Now, UTC, to the second: 2026-12-01T03:00:00Z."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def restore_config(
+    client: redis.Redis, original: dict[str, str], forget: Collection[str] = ()
+) -> None:
+    """Set each setting back and read it again; raise RestoreFailed naming what differs.
+    The intents of `forget` are deleted once their setting is back (the hash vanishes when
+    empty); a setting not set back keeps its intent, for `recover`."""
     problems: list[str] = []
     for key, value in reversed(list(original.items())):
         try:
@@ -64,10 +112,71 @@ def restore_config(client: redis.Redis, original: dict[str, str]) -> None:
             now = str(client.config_get(key).get(key))
             if now != value:
                 problems.append(f"{key} is {now!r}, was {value!r}")
+            elif key in forget:
+                client.hdel(INTENT_KEY, key)
         except redis.RedisError as exc:
             problems.append(f"{key} not restored to {value!r}: {exc}")
     if problems:
         raise RestoreFailed("scratch server left changed: " + "; ".join(problems))
+
+
+def recover(client: redis.Redis, env: Environment) -> list[str]:
+    """Undo what an interrupted run left on this scratch server (in the client's database):
+    settings it changed, fixture keys it loaded. Return one note per thing undone or left
+    alone on purpose; an empty list when nothing was left."""
+    require_scratch(env)
+    notes: list[str] = []
+    for setting, text in sorted(client.hgetall(INTENT_KEY).items()):
+        note = _recover_setting(client, setting, text)
+        if note:
+            notes.append(note)
+        client.hdel(INTENT_KEY, setting)
+    removed = remove_fixture_keys(client)
+    if removed:
+        notes.append(_fixture_note(removed))
+    for note in notes:
+        log.warning("environment %r: %s", env.name, note)
+    return notes
+
+
+def _recover_setting(client: redis.Redis, setting: str, text: str) -> str | None:
+    """Set one setting back to its intent's `from` if it is still at the intent's `to`; the
+    note saying what was done (None when it was already back)."""
+    try:
+        intent = json.loads(text)
+        before, after = str(intent["from"]), str(intent["to"])
+    except (ValueError, TypeError, KeyError):
+        return f"dropped an unreadable record of a change to {setting} (left as it is)"
+    by = (
+        f"an interrupted run at {intent.get('at', '?')} (pid {intent.get('pid', '?')} "
+        f"on host {intent.get('host', '?')})"
+    )
+    now = client.config_get(setting).get(setting)
+    if now is None:
+        return f"dropped the record of a change to {setting} by {by}: no such setting now"
+    now = str(now)
+    if now == before:
+        return None  # set back already (the run died after restoring, before forgetting)
+    if now != after:
+        return (
+            f"left {setting} at {now}: {by} had set it from {before} to {after}, and it "
+            f"has changed since (server restarted or set by someone else)"
+        )
+    client.config_set(setting, before)
+    check = str(client.config_get(setting).get(setting))
+    if check != before:
+        # The intent stays (the caller deletes it only after this returns).
+        raise RestoreFailed(
+            f"{setting} left at {after} by {by}: set back to {before!r}, "
+            f"the server reports {check!r}"
+        )
+    return f"set {setting} back to {before} (left at {after} by {by})"
+
+
+def _fixture_note(removed: int) -> str:
+    """The sentence about fixture keys an interrupted run left."""
+    keys = f"{removed} fixture key" + ("" if removed == 1 else "s")
+    return f"removed {keys} ({FIXTURE_PREFIX}*) left by an interrupted run"
 
 
 def remove_fixture_keys(client: redis.Redis, prefix: str = FIXTURE_PREFIX) -> int:
@@ -88,7 +197,10 @@ def fixture_keys(client: redis.Redis, env: Environment) -> Iterator[str]:
     """Yield the fixture key prefix; its keys are removed before (leftovers of a run that died)
     and after the block, whatever happens inside."""
     require_scratch(env)
-    remove_fixture_keys(client)
+    # A fallback: `recover` removes them at the start of the run, and says so in the report.
+    removed = remove_fixture_keys(client)
+    if removed:
+        log.warning("environment %r: %s", env.name, _fixture_note(removed))
     try:
         yield FIXTURE_PREFIX
     finally:

@@ -7,7 +7,10 @@ import logging
 import os
 import re
 import subprocess
+import time
 from dataclasses import dataclass
+
+from yardstick import interrupt
 
 SYSTEM_DIRS = ("/usr/bin", "/usr/local/bin")
 # The names a real version line starts with: `redis-benchmark 7.0.15 (git:...)`,
@@ -83,6 +86,10 @@ class ToolSearch:
         if self.refused:
             return "unknown: " + "; ".join(f"{r.path}: {r.reason}" for r in self.refused)
         return "not found"
+
+
+# How often a running tool is checked for a stop request or its family's bound.
+POLL_S = 0.2
 
 
 class ToolTimeout(Exception):
@@ -210,23 +217,37 @@ def tool_facts(names: tuple[str, ...] = WRAPPED_TOOLS) -> dict[str, str]:
 
 
 def run_tool(args: list[str], timeout_s: float, env: dict[str, str] | None = None) -> str:
-    """Run a tool and return its stdout; killed and ToolTimeout past `timeout_s`.
+    """Run a tool and return its stdout; killed and ToolTimeout past `timeout_s`, killed and
+    Interrupted / FamilyTimeout when the run is stopped or the family's bound is reached.
 
     `args` may hold a password (redis-benchmark has no other way to take one): errors
     never quote the command line."""
+    name = os.path.basename(args[0])
+    deadline = time.monotonic() + timeout_s
+    process = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     try:
-        result = subprocess.run(
-            args,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-            env={**os.environ, **(env or {})},
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        raise ToolTimeout(f"{os.path.basename(args[0])} killed after {timeout_s:.0f} s") from None
-    if result.returncode != 0:
-        last = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise ToolFailed(f"{os.path.basename(args[0])} exited {result.returncode}: {last[0]}")
-    return result.stdout
+        while True:
+            try:
+                # Short waits: a C tool hung on a frozen server must not outlive a Ctrl-C or
+                # its family's bound (it has no timeout of its own).
+                stdout, stderr = process.communicate(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                interrupt.check()
+                if time.monotonic() >= deadline:
+                    raise ToolTimeout(f"{name} killed after {timeout_s:.0f} s") from None
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    if process.returncode != 0:
+        last = (stderr or stdout).strip().splitlines()[-1:] or ["no output"]
+        raise ToolFailed(f"{name} exited {process.returncode}: {last[0]}")
+    return stdout

@@ -10,6 +10,8 @@ select
     max(max_value) filter (figure = 'bench_rps') as rps_max,
     max(spread) filter (figure = 'bench_rps') as rps_spread,
     bool_or(noisy) filter (figure = 'bench_rps') as noisy,
+    /* Repetitions left out of n as stalls; null: fewer than 3, not judged. */
+    max(value) filter (figure = 'bench_stalled_repetitions')::int as stalled_repetitions,
 from {{ ref('figures') }}
 where family = 'throughput' and subject <> '' and figure like 'bench\_%' escape '\'
 group by run_id, env, subject

@@ -1,10 +1,33 @@
 /* Throughput, one row per run, figure, subject (a benchmark cell or a pair of them) and
    repetition (null: the run's median): redis-benchmark cells (absolute) and the ratios between
-   cells of one run - pipeline speed-up, concurrency speed-up, p50 inflation with clients. */
+   cells of one run - pipeline speed-up, concurrency speed-up, p50 inflation with clients -
+   and how many repetitions of each cell stalled (left out of all the others). */
 {{ config(materialized='ephemeral') }}
 
-with ok as (
-    select * from {{ ref('stg_benchmark') }} where status = 'ok'
+with timed as (
+    /* The wall-time verdict on each repetition (the rule: timed_repetitions). */
+    select * from ({{ in_batch(ref('timed_repetitions')) }}) as t
+    where family = 'throughput'
+),
+
+ok as (
+    /* A stalled repetition's rps measured the stall, not the server: left out of every
+       figure below, so a cell's median and its n are those of the other repetitions. */
+    select b.*
+    from {{ ref('stg_benchmark') }} as b
+    anti join timed as s
+        on s.run_id = b.run_id and s.env = b.env and s.subject = b.cell
+        and s.repetition = b.repetition and s.stalled
+    where b.status = 'ok'
+),
+
+stalls as (
+    /* Judged cells only (3 timed repetitions or more): a cell that could not be judged has
+       no count, rather than a 0 that would claim it had none. */
+    select run_id, env, subject as cell, count(*) filter (stalled) as stalled_repetitions,
+    from timed
+    where judged
+    group by run_id, env, subject
 ),
 
 cells as (
@@ -86,6 +109,9 @@ measured as (
     union all
     select run_id, env, 'p50_inflation_clients', subject, repetition, p50_inflation, null
     from client_pairs
+    union all
+    select run_id, env, 'bench_stalled_repetitions', cell, null, stalled_repetitions, null
+    from stalls
 )
 
 {{ as_measures('measured', subject='subject', window_idx='window_idx') }}

@@ -13,7 +13,7 @@ renamed as (
         started_at,
         finished_at,
         duration_s,
-        status,        /* ok | partial | failed */
+        status,        /* ok | partial | failed | interrupted */
         error,
         mode,          /* scratch | read-only */
         transport,

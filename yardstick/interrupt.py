@@ -1,0 +1,166 @@
+"""Stopping early, cleanly: the operator's Ctrl-C, a lost parent process and each family's time
+bound, seen by every loop, sleep and C tool the families run.
+
+Families run in Prefect's worker threads, where no signal arrives and no thread can be killed:
+they stop themselves at the next `check()` (between windows, cells, pages, repetitions), and
+their own `finally` blocks set CONFIG back and remove fixtures on the way out."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+# Set once per process: every family of every environment stops at its next check.
+STOP = threading.Event()
+_reason: list[str] = []
+
+
+class Interrupted(Exception):
+    """The run was asked to stop (Ctrl-C, SIGTERM, its worker gone)."""
+
+
+class FamilyTimeout(Exception):
+    """A family ran past its time bound."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The wall-clock bound of the family running in this context."""
+
+    family: str
+    timeout_s: float
+    deadline: float  # time.monotonic()
+
+
+_bound: ContextVar[Bound | None] = ContextVar("yardstick_family_bound", default=None)
+
+
+class _NoTracebackForStops(logging.Filter):
+    """Prefect logs a task that raised with its traceback; a stop asked for is no bug."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], (Interrupted, FamilyTimeout)):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+_QUIET = _NoTracebackForStops()
+
+
+def quiet_stop_tracebacks() -> None:
+    """Log a stopped or timed-out family in one line, not with Prefect's traceback."""
+    for name in ("prefect.task_runs", "prefect.flow_runs"):
+        logging.getLogger(name).addFilter(_QUIET)  # idempotent
+
+
+def request_stop(reason: str) -> None:
+    """Ask every family to stop at its next check; the first reason given is kept."""
+    if not _reason:
+        _reason.append(reason)
+    STOP.set()
+
+
+def stop_reason() -> str | None:
+    """Why the run was asked to stop, or None when it was not."""
+    return _reason[0] if STOP.is_set() and _reason else None
+
+
+def reset() -> None:
+    """Forget a stop request (tests and long-lived processes that run again)."""
+    STOP.clear()
+    _reason.clear()
+
+
+@contextmanager
+def bounded(family: str, timeout_s: float) -> Iterator[Bound]:
+    """Give the block (one family) a wall-clock bound that `check()` enforces."""
+    bound = Bound(family, timeout_s, time.monotonic() + timeout_s)
+    token = _bound.set(bound)
+    try:
+        yield bound
+    finally:
+        _bound.reset(token)
+
+
+def remaining_s() -> float | None:
+    """Seconds left before the current family's bound (None when unbounded)."""
+    bound = _bound.get()
+    return None if bound is None else bound.deadline - time.monotonic()
+
+
+def check() -> None:
+    """Raise Interrupted when a stop was asked, FamilyTimeout past the family's bound."""
+    if STOP.is_set():
+        raise Interrupted(f"interrupted: {stop_reason() or 'stop requested'}")
+    bound = _bound.get()
+    if bound is not None and time.monotonic() >= bound.deadline:
+        raise FamilyTimeout(f"{bound.family} stopped at its {bound.timeout_s:.0f} s bound")
+
+
+def sleep(seconds: float) -> None:
+    """Sleep, waking at once for a stop request or the family's bound (then raising)."""
+    left = remaining_s()
+    STOP.wait(max(0.0, seconds if left is None else min(seconds, left)))
+    check()
+
+
+def wait_bound(timeout_s: float) -> float:
+    """`timeout_s` cut to what is left of the family's bound (at least a moment)."""
+    left = remaining_s()
+    return timeout_s if left is None else max(0.05, min(timeout_s, left))
+
+
+def _on_signal(signum: int, _frame) -> None:
+    """First signal: ask the families to stop and clean up. Second: leave at once."""
+    name = signal.Signals(signum).name
+    if STOP.is_set():
+        # The operator insists: what is left behind is cleaned by the next run.
+        os.write(2, f"\n{name} again: leaving now; the next run cleans up\n".encode())
+        os._exit(128 + signum)
+    request_stop(f"{name} received")
+    os.write(
+        2,
+        f"\n{name}: stopping the current measurement and restoring the servers "
+        "(press again to leave at once)\n".encode(),
+    )
+
+
+@contextmanager
+def signals_stop_the_run(signums: tuple[int, ...] = (signal.SIGINT,)) -> Iterator[None]:
+    """While the block runs (main thread only), these signals ask for a clean stop."""
+    previous = {signum: signal.signal(signum, _on_signal) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def watch_parent(poll_s: float = 1.0) -> threading.Thread | None:
+    """When this process was started by a Prefect worker, stop the run once the worker is gone.
+
+    A worker killed with -9 leaves its flow process re-parented and still measuring; Linux
+    tells a child nothing, so a thread notices the parent change."""
+    if not os.environ.get("PREFECT__FLOW_RUN_ID"):
+        return None  # run by hand: a closed terminal is the shell's business (nohup)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while not STOP.wait(poll_s):
+            if os.getppid() != parent:
+                log.warning("parent process %d is gone: stopping the run", parent)
+                request_stop(f"its parent process {parent} (the Prefect worker) is gone")
+                return
+
+    thread = threading.Thread(target=watch, name="yardstick-parent-watch", daemon=True)
+    thread.start()
+    return thread
