@@ -143,7 +143,7 @@ def collect_environment(
                        wait_s=host_wait_s) as slot:
             unreachable = slot.unreachable
             if unreachable:
-                steps.append(unreachable_step(unreachable))
+                steps.append(unreachable_step(env, unreachable))
             for family in families:
                 step = run_family(
                     plain_family(family), env, profile, context, run_id, lake_dir, unreachable

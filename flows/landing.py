@@ -101,9 +101,10 @@ def run_family(
     return step
 
 
-def unreachable_step(reason: str) -> dict:
+def unreachable_step(env: Environment, reason: str) -> dict:
     """The step row of a server that did not answer before any family (its host lock's
     identity call): the families after it are not attempted."""
+    run_logger().warning("%s: not measured: %s", env.name, reason)
     now = utc_now()
     return {"family": "connect", "started_at": now, "finished_at": now, "duration_s": 0.0,
             "window_s": 0.0, "status": "failed", "reason": reason}

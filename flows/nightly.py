@@ -58,7 +58,7 @@ def measure_environment(
     with host_slot(env, f"yardstick run {run_id}", logger.warning) as slot:
         unreachable = slot.unreachable
         if unreachable:
-            steps.append(unreachable_step(unreachable))
+            steps.append(unreachable_step(env, unreachable))
         if env.mode == "scratch" and not unreachable and not interrupt.STOP.is_set():
             steps.append(cleanup_step(env, profile))
         for family in families_for(env, families):

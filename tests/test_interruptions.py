@@ -193,28 +193,30 @@ def test_a_hanging_c_tool_is_killed_at_the_family_bound(start_redis):
         os.kill(server.pid, signal.SIGCONT)
 
 
-def test_two_prefect_homes_never_measure_one_redis_at_once(redis_server, tmp_path):
+def test_two_prefect_homes_never_measure_one_redis_at_once(prefect_server, redis_server, tmp_path):
+    """A CLI run (its own Prefect server and home) and a collection started mid-measurement
+    under another Prefect server (this test's): the collection waits for the run's lock."""
+    from yardstick.flows.collect import collect
+
+    client = redis.Redis(port=redis_server.port, decode_responses=True)
     config = write_config(tmp_path / "envs.yaml", [{
         "name": "shared", "url": redis_server.url, "mode": "read-only",
-        "families": ["fingerprint", "round_trip"],
+        "families": ["fingerprint", "round_trip", "slowlog"],  # a collection reads SLOWLOG
     }])
-    runs = []
-    for name in ("a", "b"):
-        folder = tmp_path / name
-        folder.mkdir()
-        runs.append((folder, _start(folder, "run", "--config", str(config), "--profile", "quick")))
-    for _folder, process in runs:
-        code, printed = _finish(process)
-        assert code == 0, printed
-    spans = []
+    run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
+    _wait_for(lambda: _client_named(client, "yardstick-roundtrip"), what="the round trip")
+    state = collect(config_path=str(config), lake_dir=str(tmp_path / "collected"),
+                    return_state=True)
+    assert state.is_completed(), state.message
+    code, printed = _finish(run)
+    assert code == 0, printed
     con = duckdb.connect()
-    for folder, _process in runs:
-        spans.append(con.execute(
-            "select min(started_at), max(finished_at)"
-            f" from read_parquet('{folder}/lake/steps/**/*.parquet')"
-        ).fetchone())
-    (a_start, a_end), (b_start, b_end) = sorted(spans)
-    assert a_end <= b_start, spans
+    spans = [con.execute(
+        "select min(started_at), max(finished_at)"
+        f" from read_parquet('{lake}/steps/**/*.parquet')"
+    ).fetchone() for lake in (tmp_path / "lake", tmp_path / "collected")]
+    (run_start, run_end), (collect_start, collect_end) = spans
+    assert run_start < collect_start and run_end <= collect_start, spans
 
 
 def test_a_killed_runs_prefect_server_is_stopped_by_the_next(tmp_path):

@@ -154,15 +154,16 @@ def test_collection_with_an_unreachable_environment_fails_the_run(
     assert outcomes["here"].status == "ok"
     assert outcomes["gone"].status == "failed"
     steps = {(s["env"], s["family"]): s for s in pq.read_table(lake_dir / "steps").to_pylist()}
-    assert steps[("gone", "slowlog")]["status"] == "failed"
-    # Unreachable: the later families are not attempted, and say why.
-    for family in ("latency_monitor", "counters"):
+    # The host lock asks the server who it is first: that fails, and no family is attempted.
+    assert steps[("gone", "connect")]["status"] == "failed"
+    assert "ConnectionError" in steps[("gone", "connect")]["reason"]
+    for family in ("slowlog", "latency_monitor", "counters"):
         assert steps[("gone", family)]["status"] == "skipped"
         assert "unreachable" in steps[("gone", family)]["reason"]
     assert {s["status"] for (env, _), s in steps.items() if env == "here"} == {"ok"}
     # The failure is a warning of the flow run; nothing is logged per healthy environment.
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert any(m.startswith("gone: slowlog failed") for m in warnings), warnings
+    assert any(m.startswith("gone: not measured: ConnectionError") for m in warnings), warnings
     assert not any(m.startswith("here") for m in warnings)
 
 
