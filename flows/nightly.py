@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -103,7 +104,9 @@ def measure_environments(
         # Ctrl-C or SIGTERM reached this thread as an exception (Prefect's own handler): the
         # families in the worker threads stop at their next check and restore the servers
         # before the run ends, rather than after it.
-        interrupt.request_stop(f"{type(exc).__name__} in the flow")
+        signum = getattr(exc, "signal", None)  # Prefect's TerminationSignal carries it
+        reason = signal.Signals(signum).name if signum else type(exc).__name__
+        interrupt.request_stop(f"{reason} received", signum)
         for future in futures:
             future.wait(timeout=STOP_GRACE_S)
         raise

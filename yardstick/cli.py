@@ -91,24 +91,31 @@ def run(
             stack.enter_context(_private_prefect_server(server))
         stack.enter_context(interrupt.signals_stop_the_run((signal.SIGINT, signal.SIGTERM)))
         stack.enter_context(console.status(f"Measuring {target} (profile {profile})…"))
-        state = nightly(
-            config_path=str(config) if config else None,
-            env_names=env or None,
-            profile=profile,
-            lake_dir=str(lake),
-            warehouse_path=str(warehouse),
-            out_dir=str(out),
-            return_state=True,
-        )
-    summary = state.result(raise_on_failure=False)
+        try:
+            state = nightly(
+                config_path=str(config) if config else None,
+                env_names=env or None,
+                profile=profile,
+                lake_dir=str(lake),
+                warehouse_path=str(warehouse),
+                out_dir=str(out),
+                return_state=True,
+            )
+        except BaseException:
+            # SIGTERM reaches the flow as Prefect's TerminationSignal, raised again after
+            # the families stopped and the servers were restored.
+            if not interrupt.STOP.is_set():
+                raise
+            state = None
+    summary = state.result(raise_on_failure=False) if state is not None else None
     if interrupt.STOP.is_set():
-        if not isinstance(summary, BaseException):
+        if summary is not None and not isinstance(summary, BaseException):
             _print_summary(summary, rendered=False)
         fail(
             f"{interrupt.stop_reason()}: stopped; what the run changed on scratch servers was "
             "set back, the interruption is recorded in the lake, and the next run updates "
             "the warehouse and reports",
-            code=130,
+            code=interrupt.exit_code(),
         )
     if isinstance(summary, BaseException):
         fail(f"run failed: {type(summary).__name__}: {summary}", code=1)

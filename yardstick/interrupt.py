@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 # Set once per process: every family of every environment stops at its next check.
 STOP = threading.Event()
 _reason: list[str] = []
+_stop_signal: list[int] = []
 
 
 class Interrupted(Exception):
@@ -62,10 +63,12 @@ def quiet_stop_tracebacks() -> None:
         logging.getLogger(name).addFilter(_QUIET)  # idempotent
 
 
-def request_stop(reason: str) -> None:
-    """Ask every family to stop at its next check; the first reason given is kept."""
+def request_stop(reason: str, signum: int | None = None) -> None:
+    """Ask every family to stop at its next check; the first reason (and signal) is kept."""
     if not _reason:
         _reason.append(reason)
+        if signum is not None:
+            _stop_signal.append(signum)
     STOP.set()
 
 
@@ -78,6 +81,8 @@ def reset() -> None:
     """Forget a stop request (tests and long-lived processes that run again)."""
     STOP.clear()
     _reason.clear()
+    _signals.clear()
+    _stop_signal.clear()
 
 
 @contextmanager
@@ -119,19 +124,30 @@ def wait_bound(timeout_s: float) -> float:
     return timeout_s if left is None else max(0.05, min(timeout_s, left))
 
 
+_signals: list[int] = []
+
+
 def _on_signal(signum: int, _frame) -> None:
     """First signal: ask the families to stop and clean up. Second: leave at once."""
     name = signal.Signals(signum).name
-    if STOP.is_set():
+    _signals.append(signum)
+    if len(_signals) > 1:
         # The operator insists: what is left behind is cleaned by the next run.
         os.write(2, f"\n{name} again: leaving now; the next run cleans up\n".encode())
         os._exit(128 + signum)
-    request_stop(f"{name} received")
+    if STOP.is_set():
+        return  # already stopping (Prefect turned this signal into an exception first)
+    request_stop(f"{name} received", signum)
     os.write(
         2,
         f"\n{name}: stopping the current measurement and restoring the servers "
         "(press again to leave at once)\n".encode(),
     )
+
+
+def exit_code() -> int:
+    """The shell's code for a run stopped by a signal: 128 + its number (130 for Ctrl-C)."""
+    return 128 + (_stop_signal[0] if _stop_signal else signal.SIGINT)
 
 
 @contextmanager
