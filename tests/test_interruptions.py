@@ -238,3 +238,29 @@ def test_a_killed_runs_prefect_server_is_stopped_by_the_next(tmp_path):
     assert leftover.wait(timeout=10) is not None
     assert not (home / "server.json").exists()
     assert stop_leftover(home) is None  # nothing left: nothing said
+
+
+def test_a_flow_process_whose_worker_is_killed_stops(tmp_path):
+    """kill -9 of a worker re-parents its flow process: the process notices and stops."""
+    said = tmp_path / "said.txt"
+    child = (
+        "import os, sys\n"
+        "from yardstick import interrupt\n"
+        "interrupt.watch_parent(poll_s=0.1)\n"
+        "print('watching', flush=True)\n"
+        "stopped = interrupt.STOP.wait(30)\n"
+        f"open({str(said)!r}, 'w').write(str(interrupt.stop_reason()) if stopped else 'never')\n"
+    )
+    worker = (  # stands in for the Prefect worker: starts the flow process, then waits
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {child!r}], stdout=subprocess.PIPE)\n"
+        "p.stdout.readline(); print('started', flush=True); time.sleep(60)\n"
+    )
+    env = {**os.environ, "PREFECT__FLOW_RUN_ID": "00000000-0000-0000-0000-000000000000"}
+    parent = subprocess.Popen([sys.executable, "-c", worker], stdout=subprocess.PIPE, env=env)
+    assert parent.stdout.readline().strip() == b"started"
+    parent.kill()
+    parent.wait()
+    _wait_for(said.exists, timeout_s=10, what="the flow process stopping")
+    time.sleep(0.2)
+    assert "Prefect worker) is gone" in said.read_text()
