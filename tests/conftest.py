@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -124,3 +127,28 @@ def run_nightly(tmp_path: Path, **params):
     params.setdefault("out_dir", str(tmp_path / "out"))
     state = nightly(**params, return_state=True)
     return state, state.result(raise_on_failure=False)
+
+
+YARDSTICK = Path(sys.executable).parent / "yardstick"
+
+
+def start_yardstick(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    """The installed `yardstick` script as a user starts it: no Prefect settings inherited,
+    its own process group (a terminal's job), so a test can signal it, and a timeout ends
+    the Prefect server and Redis it started too."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    return subprocess.Popen(
+        [str(YARDSTICK), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+    )
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 240) -> subprocess.CompletedProcess:
+    """Wait for a started `yardstick`; fail the test (killing its group) past `timeout`."""
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        pytest.fail(f"yardstick {' '.join(process.args[1:])} ran over {timeout} s\n{out}\n{err}")
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)

