@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
+import duckdb
 import pytest
 import redis
 from conftest import finish, start_yardstick, write_config
@@ -102,20 +105,45 @@ def test_unknown_env_lists_the_known_names(tmp_path):
 
 # The CLI's exit codes, report and trend commands: the server's kind changes none of it.
 @pytest.mark.server_agnostic
-def test_run_with_a_dead_environment_then_report_and_trend(redis_server, tmp_path, monkeypatch):
+def test_run_with_a_dead_environment_then_report_and_trend(
+    redis_server, start_redis, tmp_path, monkeypatch
+):
+    frozen = start_redis()
     config = write_config(
         tmp_path / "envs.yaml",
         [
             {"name": "good", "url": redis_server.url, "mode": "read-only"},  # a short run
             {"name": "dead", "url": f"redis://127.0.0.1:{free_port()}/0", "mode": "scratch"},
+            # A server frozen mid-life (SIGSTOP): it accepts connections and never answers.
+            {"name": "frozen", "url": frozen.url, "mode": "scratch",
+             "families": ["fingerprint", "slowlog", "throughput"]},
+            # Its run row cannot land (a file where its folder goes): the others still do.
+            {"name": "unlandable", "url": redis_server.url, "mode": "read-only",
+             "families": ["fingerprint"]},
         ],
     )
-    result = _yardstick(
-        tmp_path, "run", "--config", str(config), "--profile", "quick", *_paths(tmp_path)
-    )
+    (tmp_path / "lake" / "runs").mkdir(parents=True)
+    (tmp_path / "lake" / "runs" / "env=unlandable").write_text("in the way")
+    os.kill(frozen.pid, signal.SIGSTOP)
+    try:
+        result = _yardstick(
+            tmp_path, "run", "--config", str(config), "--profile", "quick", *_paths(tmp_path)
+        )
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
     # One environment failed: the run says so with its exit code, after reporting.
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stdout
+    assert "not landed" in result.stdout + result.stderr
+    runs = duckdb.connect().execute(
+        "select regexp_extract(filename, 'env=([^/]+)', 1), status, duration_s"
+        f" from read_parquet('{tmp_path}/lake/runs/**/*.parquet', filename=true)"
+    ).fetchall()
+    by_env = {env: (status, duration_s) for env, status, duration_s in runs}
+    assert set(by_env) == {"good", "dead", "frozen"}
+    # The frozen server is given up on within the host lock's 5 s question, not per family.
+    assert by_env["frozen"][0] == "failed" and by_env["frozen"][1] < 15
+    assert "TimeoutError" in (tmp_path / "out" / "frozen.md").read_text()
     out, warehouse = tmp_path / "out", tmp_path / "w.duckdb"
     assert {"good.md", "dead.md", "index.md"} <= {p.name for p in out.iterdir()}
     # Prefect kept its state where told: its settings were set before its first import.

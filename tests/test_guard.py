@@ -235,6 +235,8 @@ def test_both_guarded_connection_classes_refuse_at_packing(connection_class):
         ("MEMORY", "USAGE", "k", "SAMPLES", "0"),
         ("SCAN", "0", "TYPE", "hash"),
         ("CLIENT", "SETNAME", "yardstick-x"),
+        ("CLIENT", "NO-TOUCH", "ON"),  # the key-space scan: this connection's reads touch no key
+        ("client", "no-touch", "off"),
         ("AUTH", "pw"),
         ("HELLO", "2"),
         (memoryview(b"DBSIZE"),),

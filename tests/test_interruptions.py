@@ -60,7 +60,9 @@ def _runs(tmp_path: Path) -> list[tuple]:
         con.close()
 
 
-def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(redis_server, tmp_path):
+def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(prefect_server, redis_server, tmp_path):
+    from yardstick.flows.collect import collect
+
     client = redis.Redis(port=redis_server.port, decode_responses=True)
     config = write_config(tmp_path / "envs.yaml", [{
         "name": "scratch", "url": redis_server.url, "mode": "scratch",
@@ -98,12 +100,18 @@ def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(redis_server, tmp_path):
     assert bench_db.dbsize() > 1  # what the killed run left
 
     # The next run cleans what the tool left, says so, and measures normally (the cleanup
-    # runs before any family on a scratch server, whichever families are chosen).
+    # runs before any family on a scratch server, whichever families are chosen). A
+    # collection started under another Prefect server and home (this test's) while it
+    # measures waits for it: one measurement per Redis server, whoever runs it.
     config = write_config(tmp_path / "envs.yaml", [{
         "name": "scratch", "url": redis_server.url, "mode": "scratch",
-        "families": ["fingerprint"],
+        "families": ["fingerprint", "round_trip", "slowlog"],  # a collection reads SLOWLOG
     }])
     run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
+    _wait_for(lambda: _client_named(client, "yardstick-roundtrip"), what="the round trip")
+    collected = tmp_path / "collected"
+    state = collect(config_path=str(config), lake_dir=str(collected), return_state=True)
+    assert state.is_completed(), state.message
     code, printed = _finish(run)
     assert code == 0, printed
     assert bench_db.dbsize() == 0 and client.keys("yardstick:*") == []
@@ -112,53 +120,13 @@ def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(redis_server, tmp_path):
     assert "left in database 15 by an interrupted throughput run" in report
     statuses = [status for _, status in _runs(tmp_path)]
     assert statuses[0] == "interrupted" and statuses[-1] == "ok"
-
-
-def test_a_frozen_server_is_given_up_on_and_the_healthy_one_reported(start_redis, tmp_path):
-    healthy, frozen = start_redis(), start_redis()
-    config = write_config(tmp_path / "envs.yaml", [
-        {"name": "healthy", "url": healthy.url, "mode": "read-only",
-         "families": ["fingerprint", "round_trip"]},
-        {"name": "frozen", "url": frozen.url, "mode": "scratch",
-         "families": ["fingerprint", "slowlog", "throughput"]},
-        # Its run row cannot land (a file where its folder goes): the others still do.
-        {"name": "unlandable", "url": healthy.url, "mode": "read-only",
-         "families": ["fingerprint"]},
-    ])
-    (tmp_path / "lake" / "runs").mkdir(parents=True)
-    (tmp_path / "lake" / "runs" / "env=unlandable").write_text("in the way")
-    os.kill(frozen.pid, signal.SIGSTOP)
-    try:
-        code, printed = _finish(
-            _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
-        )
-    finally:
-        os.kill(frozen.pid, signal.SIGCONT)
-    assert code == 1, printed
-    assert (tmp_path / "out" / "healthy.md").is_file()
     con = duckdb.connect()
-    rows = dict(con.execute(
-        "select regexp_extract(filename, 'env=([^/]+)', 1), struct_pack(status, duration_s)"
-        f" from read_parquet('{tmp_path}/lake/runs/**/*.parquet', filename=true)"
-    ).fetchall())
-    assert rows["healthy"]["status"] == "ok"
-    # Given up on within the identity call's bound (5 s) and the run's own bookkeeping.
-    assert rows["frozen"]["status"] == "failed" and rows["frozen"]["duration_s"] < 15
-    assert "TimeoutError" in (tmp_path / "out" / "frozen.md").read_text()
-    assert "not landed" in printed and "unlandable" not in rows
-
-
-def test_lost_runs_are_marked_crashed_by_an_automation(prefect_server):
-    from prefect.automations import Automation
-
-    from yardstick.flows.zombies import crash_zombie_flows
-
-    first = crash_zombie_flows()
-    assert crash_zombie_flows() == first  # created once
-    automation = Automation.read(id=first)
-    assert automation.trigger.posture == "Proactive"
-    assert automation.trigger.within.total_seconds() >= 90
-    assert automation.actions[0].state == "CRASHED"
+    (run_start, run_end), (collect_start, _) = [con.execute(
+        "select min(started_at), max(finished_at) from read_parquet(?)",
+        [f"{lake}/steps/**/*.parquet" if lake == collected else
+         f"{lake}/steps/**/{_runs(tmp_path)[-1][0]}.parquet"],
+    ).fetchone() for lake in (tmp_path / "lake", collected)]
+    assert run_start < collect_start and run_end <= collect_start
 
 
 def test_a_hanging_c_tool_is_killed_at_the_family_bound(start_redis):
@@ -182,32 +150,6 @@ def test_a_hanging_c_tool_is_killed_at_the_family_bound(start_redis):
             interrupt.reset()
     finally:
         os.kill(server.pid, signal.SIGCONT)
-
-
-def test_two_prefect_homes_never_measure_one_redis_at_once(prefect_server, redis_server, tmp_path):
-    """A CLI run (its own Prefect server and home) and a collection started mid-measurement
-    under another Prefect server (this test's): the collection waits for the run's lock."""
-    from yardstick.flows.collect import collect
-
-    client = redis.Redis(port=redis_server.port, decode_responses=True)
-    config = write_config(tmp_path / "envs.yaml", [{
-        "name": "shared", "url": redis_server.url, "mode": "read-only",
-        "families": ["fingerprint", "round_trip", "slowlog"],  # a collection reads SLOWLOG
-    }])
-    run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
-    _wait_for(lambda: _client_named(client, "yardstick-roundtrip"), what="the round trip")
-    state = collect(config_path=str(config), lake_dir=str(tmp_path / "collected"),
-                    return_state=True)
-    assert state.is_completed(), state.message
-    code, printed = _finish(run)
-    assert code == 0, printed
-    con = duckdb.connect()
-    spans = [con.execute(
-        "select min(started_at), max(finished_at)"
-        f" from read_parquet('{lake}/steps/**/*.parquet')"
-    ).fetchone() for lake in (tmp_path / "lake", tmp_path / "collected")]
-    (run_start, run_end), (collect_start, collect_end) = spans
-    assert run_start < collect_start and run_end <= collect_start, spans
 
 
 def test_a_killed_runs_prefect_server_is_stopped_by_the_next(tmp_path):
@@ -255,3 +197,16 @@ def test_a_flow_process_whose_worker_is_killed_stops(tmp_path):
     _wait_for(said.exists, timeout_s=10, what="the flow process stopping")
     time.sleep(0.2)
     assert "Prefect worker) is gone" in said.read_text()
+
+
+def test_lost_runs_are_marked_crashed_by_an_automation(prefect_server):
+    from prefect.automations import Automation
+
+    from yardstick.flows.zombies import crash_zombie_flows
+
+    first = crash_zombie_flows()
+    assert crash_zombie_flows() == first  # created once
+    automation = Automation.read(id=first)
+    assert automation.trigger.posture == "Proactive"
+    assert automation.trigger.within.total_seconds() >= 90
+    assert automation.actions[0].state == "CRASHED"

@@ -1,5 +1,6 @@
 """Key space by prefix on real servers: grouping, per-key readings, top keys, the budget,
-and the read-only guard during the scan (MONITOR sees only allow-listed commands)."""
+and the read-only guard during the scan (MONITOR sees only allow-listed commands). What the
+scan leaves behind (clocks, error counters) is tested in test_keyscan_footprint.py."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from yardstick.guard import ReadOnlyViolation, check_read_only
 from yardstick.keyscan import ScanBudget, scan_keyspace
 from yardstick.prefixes import NO_PREFIX, display, prefix_rule
 from yardstick.profiles import KeyspaceProfile
+from yardstick.reports.render import render_reports
 from yardstick.schemas import to_table
 from yardstick.tasks.base import utc_now
 from yardstick.tasks.keyspace import keyspace
@@ -84,7 +86,9 @@ def test_grouping_readings_and_top_keys(redis_server, tmp_path):
     direct = redis.Redis(port=redis_server.port)
     build_keyspace(direct)
     env = read_only(redis_server)
-    profile = KeyspaceProfile(max_keys=10_000, busy_share=0.5, max_wall_s=30, scan_count=100)
+    # allow_touch: element counts even where the server has no CLIENT NO-TOUCH (before 7.2).
+    profile = KeyspaceProfile(max_keys=10_000, busy_share=0.5, max_wall_s=30, scan_count=100,
+                              baseline_s=0.1, allow_touch=True)
     measured = keyspace.fn(env, profile)
 
     keys = measured.tables["keyspace_keys"].to_pylist()
@@ -100,6 +104,9 @@ def test_grouping_readings_and_top_keys(redis_server, tmp_path):
     assert by_key["article:3"]["elements"] == 5 + 3
     assert by_key["user:7:name"]["elements"] == 8  # STRLEN for strings, like --bigkeys
     assert "odd:line\r\nbreak" in by_key and "odd:\\xff\\xfe" in by_key
+    scan = measured.tables["keyspace_scans"].to_pylist()[0]
+    assert scan["guesses_wrong"] == 0 and scan["errors"] == 0
+    assert scan["touch_mode"] in ("no-touch", "touched")  # 7.2+ / before
 
     con = land_and_build(tmp_path, "site", measured)
     assert figure(con, "ks_prefix_keys", "user:*") == 300
@@ -120,12 +127,27 @@ def test_grouping_readings_and_top_keys(redis_server, tmp_path):
         "select ranked_by, key from report_keyspace_top_keys where rank = 1"
     ).fetchall()
     assert dict(top) == {"elements": "queue:jobs", "bytes": "blob:1"}  # they differ
+    # What the scan cost the server (its CPU, within the budget) and did to the keys.
+    assert 0 < figure(con, "ks_server_cpu_share") <= 0.5 * 1.1
+    assert figure(con, "ks_server_cpu_s") > 0 and figure(con, "ks_server_cpu_us_per_key") > 0
+    assert figure(con, "ks_keys_touched") == (len(keys) if scan["touch_mode"] == "touched" else 0)
+    within, peak = con.execute(
+        "select within_busy_share, cpu_peak_share from report_keyspace_scan"
+    ).fetchone()
+    assert within and peak > 0
+    con.close()
+    render_reports(tmp_path / "wh.duckdb", tmp_path / "out")
+    report = (tmp_path / "out" / "site.md").read_text()
+    assert "**What the scan cost the server:**" in report and "**Longest burst:**" in report
+    assert "No error reply" in report and "of the server's CPU" in report
+    assert "keys touched" in report or "CLIENT NO-TOUCH ON" in report
 
 
 def test_key_cap_stops_cleanly_and_reports_coverage(redis_server, tmp_path):
     direct = redis.Redis(port=redis_server.port)
     direct.mset({f"k:{i}": "v" for i in range(2000)})
-    profile = KeyspaceProfile(max_keys=500, busy_share=0.5, max_wall_s=30, scan_count=100)
+    profile = KeyspaceProfile(max_keys=500, busy_share=0.5, max_wall_s=30, scan_count=100,
+                              baseline_s=0.05)
     measured = keyspace.fn(read_only(redis_server), profile)
     scan = measured.tables["keyspace_scans"].to_pylist()[0]
     assert scan["stop_reason"] == "key_cap"
@@ -142,25 +164,30 @@ def test_time_cap_stops_cleanly(redis_server):
     direct = redis.Redis(port=redis_server.port)
     direct.mset({f"k:{i}": "v" for i in range(20_000)})
     client = open_client(read_only(redis_server), "keyspace")
-    result = scan_keyspace(client, ScanBudget(max_keys=10**9, busy_share=0.01, max_wall_s=0.2),
-                           scan_count=200)
+    result = scan_keyspace(client, ScanBudget(max_keys=10**9, cpu_share=0.01, max_wall_s=0.2),
+                           scan_count=200, baseline_s=0)
     assert result.stop_reason == "time_cap"
     assert 0 < len(result.keys) < 20_000
     assert len(set(result.keys)) == len(result.keys)
 
 
-def test_busy_share_is_respected(redis_server):
+def test_the_cpu_budget_is_respected_by_the_servers_own_counters(redis_server):
     direct = redis.Redis(port=redis_server.port)
     direct.mset({f"k:{i}": "v" * 100 for i in range(30_000)})
     client = open_client(read_only(redis_server), "keyspace")
-    share = 0.05
-    result = scan_keyspace(client, ScanBudget(max_keys=10**9, busy_share=share, max_wall_s=60),
-                           scan_count=500)
+    share = 0.1
+    result = scan_keyspace(client, ScanBudget(max_keys=10**9, cpu_share=share, max_wall_s=60),
+                           scan_count=500, baseline_s=0.2, on_server_host=True)
     assert result.stop_reason == "complete" and len(result.keys) == 30_000
-    busy_us = sum(s.usec for s in result.own_after) - sum(s.usec for s in result.own_before)
     assert result.paused_s > 0  # it had to wait: unpaced, the scan takes far more
-    # Pacing works from the last counters read, so the last round may overshoot a little.
-    assert busy_us / 1e6 / result.wall_s <= share * 1.25
+    # The server's own counters over the scan (INFO used_cpu_*, every client), and the same
+    # process read from /proc: within 10 % of the budget (plus what the server used anyway).
+    allowed = (share * 1.1 + result.baseline_cpu_share) * result.wall_s
+    assert result.cpu_end_s - result.cpu_start_s <= allowed
+    assert result.process_cpu_s is not None and result.process_cpu_s <= allowed + 0.02
+    assert result.cpu_s / result.wall_s <= share * 1.1
+    # The longest burst is reported; pacing windows keep it near the share.
+    assert 0 < result.cpu_peak_share <= 1 and result.cpu_peak_window_s >= 0.1
 
 
 def test_read_only_guard_holds_during_the_scan(redis_server):
@@ -180,7 +207,8 @@ def test_read_only_guard_holds_during_the_scan(redis_server):
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     assert ready.wait(5)
-    keyspace.fn(read_only(redis_server), KeyspaceProfile(busy_share=0.5, scan_count=50))
+    keyspace.fn(read_only(redis_server), KeyspaceProfile(busy_share=0.5, scan_count=50,
+                                                         baseline_s=0, allow_touch=True))
     stop.set()
     direct.echo("monitor-stop")
     watcher.join(10)
@@ -201,8 +229,8 @@ def test_keys_vanishing_mid_scan_are_dropped_not_misread(redis_server):
         pipe.set(f"temp:{i}", "t" * 20, px=5 + (i * 7919) % 400 if i % 2 else None)
     pipe.execute()
     client = open_client(read_only(redis_server), "keyspace")
-    result = scan_keyspace(client, ScanBudget(max_keys=10**9, busy_share=0.02, max_wall_s=30),
-                           scan_count=50)
+    result = scan_keyspace(client, ScanBudget(max_keys=10**9, cpu_share=0.02, max_wall_s=30),
+                           scan_count=50, baseline_s=0, allow_touch=True)
     assert result.stop_reason == "complete"
     assert None not in result.types and "none" not in result.types
     assert all(e == 20 for e in result.elements)  # a vanished key never reads as length 0
