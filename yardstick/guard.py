@@ -49,7 +49,9 @@ READ_SUBCOMMANDS = {
     "LATENCY": frozenset({"LATEST", "HISTORY", "DOCTOR", "GRAPH", "HISTOGRAM", "HELP"}),
     "MEMORY": frozenset({"USAGE", "STATS", "DOCTOR", "MALLOC-STATS", "HELP"}),
     "OBJECT": frozenset({"ENCODING", "FREQ", "IDLETIME", "REFCOUNT", "HELP"}),
-    "CLIENT": frozenset({"SETNAME", "GETNAME", "SETINFO", "ID", "INFO", "LIST"}),
+    # NO-TOUCH (7.2+) changes only how this connection's reads treat the keys' LRU/LFU clocks:
+    # ON leaves them as they were (the key-space scan's length commands).
+    "CLIENT": frozenset({"SETNAME", "GETNAME", "SETINFO", "ID", "INFO", "LIST", "NO-TOUCH"}),
     "COMMAND": frozenset({"COUNT", "DOCS", "INFO", "LIST", "GETKEYS"}),
     "CLUSTER": frozenset({"INFO", "NODES", "SLOTS", "SHARDS", "MYID"}),
 }

@@ -1,37 +1,65 @@
-"""Key-space scan engine: SCAN, then the element count, OBJECT ENCODING and MEMORY USAGE of
-every key, pipelined on one connection and paced to a share of the server's time.
+"""Key-space scan engine: SCAN, then the encoding, bytes, type and element count of every key,
+pipelined on one connection, leaving no mark on the server, paced to a share of its CPU.
 
-It does what `redis-cli --bigkeys` and `--memkeys` do in one pass, with fewer waits:
-- one round trip carries a whole SCAN batch (redis-cli spends three per ten keys): a round
-  is [the previous batch's per-key commands, SCAN], and the next round leaves, in pieces,
-  as soon as its SCAN reply arrives, before the replies before it are parsed;
-- a key's commands travel together, right after the SCAN that walked the key, so the server
-  finds it in its cache; the length command (first: it reads the value) is guessed from the
-  type last seen under the key's prefix and corrected when wrong (WRONGTYPE, then the
-  encoding, or TYPE when the encoding is shared by several types);
-- commands are built by joins over C iterators and replies holding no binary data are split
-  on CR LF at once, so Python's cost per key stays small.
+No mark: no key's LRU/LFU clock moves and no error counter rises.
+- OBJECT ENCODING, TYPE and MEMORY USAGE never touch a key. Length commands (STRLEN, LLEN, …)
+  do, unless the connection is `CLIENT NO-TOUCH ON` (Redis 7.2+, Valkey). Without it they are
+  skipped (element counts NULL, the result says why) unless the caller allows touching; the
+  result then counts the keys touched.
+- A length command is chosen from the key's known type, never guessed: no WRONGTYPE.
 
-The tool's own server time is read from the INFO commandstats difference of its own
-commands; the scan sleeps to keep that time under its share of the wall time."""
+The stages of a key, each in a later round than the one before (a round is [SCAN, OBJECT
+ENCODING of the last SCAN batch, marker, the asks earlier replies made possible, marker, INFO
+cpu now and then]; the next round is sent as soon as this one's SCAN reply is read, so the
+server always has the next round queued):
+1. OBJECT ENCODING. Most encodings name their type (embstr: string, quicklist: list, …), so
+   the type comes free with the encoding.
+2. The batch's length commands, then its MEMORY USAGE: TYPE instead of the length command
+   where the encoding is shared by several types (listpack, hashtable, …); no length command
+   at all when they are skipped (MEMORY USAGE, then TYPE where needed). A key's length
+   command goes before its MEMORY USAGE: a key gone before it reads 0, and its MEMORY USAGE
+   then reads null, so it is dropped, not misread.
+3. The length command of the keys whose TYPE was asked (an aggregate reading 0 is gone).
+Python's cost per key stays small: each key's RESP bulk (`$12\r\nuser:1:name\r\n`) is made once
+and every command block is one join (a separator join where every key gets the same command);
+a round's replies are split on CR LF in two sections (OBJECT ENCODING's bulks, then the
+single-line replies: numbers, words, nils) and sliced; words and numbers are read through
+dicts that remember them. Nothing loops over keys in Python but for the keys whose encoding
+several types share, and for keys gone meanwhile; duplicates (SCAN may return a key twice) are
+found once, at the end, with Arrow. Each round is one write, and on a plain TCP socket the
+reader sleeps until the least its replies can weigh has arrived (SO_RCVLOWAT): on a busy host
+every wakeup may wait for a time slice.
+
+The budget is a share of the server's real CPU: INFO used_cpu_sys + used_cpu_user over wall
+time, less the rate measured just before the scan (other clients), read on the scan's own
+connection inside the pipeline (so that a reading covers exactly the rounds before it; where
+the prober is on the server's host, /proc gives the same process's CPU as a check). The scan
+waits so that its CPU stays under the share both since its start and over any sliding window
+of PACING_WINDOW_S."""
 
 from __future__ import annotations
 
+import operator
+import os
+import re
 import secrets
 import socket
 import time
+from bisect import bisect_left
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain, compress, count, pairwise, repeat
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import redis
 
 from yardstick import interrupt
 from yardstick.guard import check_read_only
-from yardstick.info import CommandStat, parse_commandstats
+from yardstick.info import CommandStat, parse_commandstats, parse_info
 
-# Commands whose INFO commandstats counters are the scan's own cost. Redis before 7.0
+# Commands whose INFO commandstats counters are the scan's own commands. Redis before 7.0
 # counts MEMORY and OBJECT subcommands together under the container name.
 OWN_COMMANDS = frozenset(
     {
@@ -58,8 +86,9 @@ LENGTH_COMMANDS = {
     "zset": "ZCARD",
     "stream": "XLEN",
 }
-# An encoding names its type, except the compact encodings several types share. A module
-# type reports "raw" too: its STRLEN fails with WRONGTYPE and TYPE is asked instead.
+# Encodings that name their type. The compact ones (listpack, ziplist, hashtable, and any
+# encoding a later version adds) are shared by several types: TYPE is asked for those. "raw"
+# is a string's, unless a module is loaded (a module value reports "raw" too).
 ENCODING_TYPES = {
     "int": "string",
     "embstr": "string",
@@ -70,18 +99,32 @@ ENCODING_TYPES = {
     "skiplist": "zset",
     "stream": "stream",
 }
-# Pacing reads the counters at most this often (INFO costs server time too), except in
-# the first rounds, where the cost per key is still unknown.
+# CLIENT NO-TOUCH exists from Redis 7.2 (Valkey reports redis_version 7.2.4). Before, sending
+# it would add an error to the server's counters: the version decides whether it is tried.
+NO_TOUCH_SINCE = (7, 2)
+# Pacing reads the CPU counters at most this often (INFO costs server time too), except in
+# the first rounds, where the cost of a command is still unknown.
 PACING_INFO_INTERVAL_S = 0.1
 PACING_EARLY_ROUNDS = 8
+# No window this long holds more than the budget's share of the server's CPU (the share
+# since the start is kept too: a scan held back earlier does not make up for it in a burst).
+PACING_WINDOW_S = 1.0
+# "Longest burst": the highest CPU share over consecutive readings at least this far apart.
+BURST_WINDOW_S = 0.1
 # Slow start: the first SCAN asks this many keys, doubling each round up to scan_count, so
-# that no large round is sent before the cost of a key has been measured.
+# that no large round is sent before the cost of a command has been measured.
 SLOW_START_KEYS = 32
 RECV_BYTES = 1 << 20
+# The most a read waits for before it wakes (SO_RCVLOWAT), below the socket's receive buffer.
+LOW_WATER_BYTES = 64 << 10
 SEND_BUFFER_BYTES = 4 << 20
-# A round's probes leave in pieces of this many keys, so the server starts on the first
-# while the client encodes the next.
-PROBE_CHUNK_KEYS = 200
+# Distinct integer replies remembered (see _Ints); past this the cache starts again.
+INT_CACHE_ENTRIES = 200_000
+# Server CPU read from /proc (prober on the server's host) must agree this closely with INFO's
+# to be taken as the same process.
+PROC_AGREEMENT_S = 0.05
+
+_CPU_RE = re.compile(r"^used_cpu_(?:sys|user):([0-9.]+)\s*$", re.MULTILINE)
 
 
 class ScanError(redis.exceptions.RedisError):
@@ -94,20 +137,20 @@ class _Incomplete(Exception):
 
 @dataclass(frozen=True)
 class ScanBudget:
-    """What the scan may cost: keys sampled, the server's busy share, wall time."""
+    """What the scan may cost: keys sampled, a share of the server's CPU, wall time."""
 
     max_keys: int
-    busy_share: float
+    cpu_share: float
     max_wall_s: float
 
 
 @dataclass
 class ScanResult:
-    """Every key sampled (columns), how the scan ended, and what it cost the server."""
+    """Every key sampled (columns; grouping by prefix is the caller's), how the scan ended,
+    what it cost the server and what it did to the keys' clocks."""
 
     keys: list[bytes] = field(default_factory=list)
-    prefixes: list[bytes] = field(default_factory=list)
-    types: list[str] = field(default_factory=list)
+    types: list[str | None] = field(default_factory=list)
     encodings: list[str | None] = field(default_factory=list)
     elements: list[int | None] = field(default_factory=list)
     memory_usage_bytes: list[int | None] = field(default_factory=list)
@@ -116,13 +159,43 @@ class ScanResult:
     paused_s: float = 0.0
     rounds: int = 0
     scan_calls: int = 0
-    duplicates: int = 0  # keys SCAN returned more than once (its guarantee allows it)
-    vanished: int = 0  # keys gone between SCAN and the per-key commands
-    guesses_wrong: int = 0  # length commands sent for the wrong type, then corrected
+    commands: int = 0  # commands sent in the scan's rounds (markers and INFO included)
+    duplicates: int = 0  # readings dropped: keys SCAN returned more than once (it may)
+    vanished: int = 0  # keys gone between SCAN and their last command
+    wrongtype: int = 0  # length commands answered WRONGTYPE: the key changed type meanwhile
     errors: Counter = field(default_factory=Counter)  # error replies per command
     first_error: str | None = None
+    # What the scan did to the keys' LRU/LFU clocks: "no-touch" (CLIENT NO-TOUCH ON, element
+    # counts read), "skipped" (no length command sent: elements NULL), "touched" (length
+    # commands sent without NO-TOUCH: `keys_touched` clocks reset).
+    touch_mode: str = "skipped"
+    touch_note: str | None = None  # why CLIENT NO-TOUCH was not used
+    keys_touched: int = 0
+    keyspace_lookups: int = 0  # commands counted in INFO keyspace_hits/misses
+    server_version: str | None = None
+    # The server's CPU (INFO used_cpu_sys + used_cpu_user, all clients) at the scan's start and
+    # end; the rate before the scan, taken as other clients' and subtracted from the scan's.
+    cpu_start_s: float | None = None
+    cpu_end_s: float | None = None
+    baseline_cpu_share: float | None = None
+    baseline_window_s: float | None = None
+    # The server process's CPU from /proc (prober on the server's host), over the scan.
+    process_cpu_s: float | None = None
+    # Highest share of the server's CPU the scan took over one burst window (≥ BURST_WINDOW_S
+    # between two readings), that window's length, and the longest run of windows over budget.
+    cpu_peak_share: float | None = None
+    cpu_peak_window_s: float | None = None
+    over_budget_longest_s: float | None = None
     own_before: list[CommandStat] = field(default_factory=list)
     own_after: list[CommandStat] = field(default_factory=list)
+
+    @property
+    def cpu_s(self) -> float | None:
+        """Server CPU seconds the scan cost (its counters' difference less the baseline)."""
+        if self.cpu_start_s is None or self.cpu_end_s is None:
+            return None
+        baseline = (self.baseline_cpu_share or 0.0) * self.wall_s
+        return max(0.0, self.cpu_end_s - self.cpu_start_s - baseline)
 
 
 def own_stats(client: redis.Redis) -> list[CommandStat]:
@@ -135,6 +208,25 @@ def own_usec(stats: list[CommandStat]) -> int:
     return sum(s.usec for s in stats)
 
 
+def info_cpu_s(text: str) -> float:
+    """used_cpu_sys + used_cpu_user of an INFO reply: the server process's CPU seconds."""
+    values = _CPU_RE.findall(text)
+    if len(values) != 2:
+        raise ScanError("INFO cpu has no used_cpu_sys/used_cpu_user")
+    return float(values[0]) + float(values[1])
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds of every thread of process `pid`, from /proc: schedstat (nanoseconds)
+    where the kernel keeps it, else stat (clock ticks)."""
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        return sum(int((t / "schedstat").read_text().split()[0]) for t in tasks.iterdir()) / 1e9
+    except (OSError, ValueError, IndexError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _bulk(word: bytes) -> bytes:
     """RESP bulk string of a constant word."""
     return b"$%d\r\n%s\r\n" % (len(word), word)
@@ -143,14 +235,6 @@ def _bulk(word: bytes) -> bytes:
 def _command(*words: bytes) -> bytes:
     """RESP array of constant words."""
     return b"*%d\r\n" % len(words) + b"".join(_bulk(w) for w in words)
-
-
-class _Headers(dict):
-    """RESP bulk headers by length (`$12\r\n`), made once per length; C-speed lookups."""
-
-    def __missing__(self, length: int) -> bytes:
-        header = self[length] = b"$%d\r\n" % length
-        return header
 
 
 class _Words(dict):
@@ -169,9 +253,31 @@ class _LengthWords(dict):
         return word
 
 
-_HEADERS = _Headers()
+class _TypeWords(dict):
+    """A TYPE reply line as the type's name ("string", a module's type name); "?" for an
+    error reply (counted by the reader)."""
+
+    def __missing__(self, line: bytes) -> str:
+        if line[:1] != b"+":
+            return "?"
+        name = self[line] = line[1:].decode("utf-8", "backslashreplace")
+        return name
+
+
+class _EncodingPieces(dict):
+    """An OBJECT ENCODING reply, as the piece its section splits into on CR LF `$` (`8\r\n
+    listpack`), as the encoding's name; a null (`-1`: the key is gone) as ""."""
+
+    def __missing__(self, piece: bytes) -> str:
+        word = piece.partition(b"\r\n")[2]
+        name = self[piece] = word.decode("utf-8", "backslashreplace") if word else ""
+        return name
+
+
 _LENGTH_WORDS = _LengthWords()
 _WORDS = _Words()
+_TYPES = _TypeWords()
+_ENCODINGS = _EncodingPieces()
 
 
 class _Protocol:
@@ -190,104 +296,114 @@ class _Protocol:
             usage,
             (b"OBJECT", b"ENCODING", b"k"),
             (b"ECHO", marker),
-            (b"INFO", b"commandstats"),
+            (b"INFO", b"cpu"),
             *[(c.encode(), b"k") for c in LENGTH_COMMANDS.values()],
         ]
         for shape in shapes:
             check_read_only(shape)
-        self.scan_count = scan_count
-        self.usage = b"*%d\r\n" % len(usage) + _bulk(b"MEMORY") + _bulk(b"USAGE")
-        self.usage_tail = b"".join(_bulk(w) for w in usage[3:])
         self.encoding = b"*3\r\n" + _bulk(b"OBJECT") + _bulk(b"ENCODING")
-        self.heads = {t: b"*2\r\n" + _bulk(c.encode()) for t, c in LENGTH_COMMANDS.items()}
-        self.heads["type"] = b"*2\r\n" + _bulk(b"TYPE")
-        # The pieces between a key and the next command's key header, in a probe.
-        self.length_to_encoding = b"\r\n" + self.encoding
-        self.encoding_to_usage = b"\r\n" + self.usage
-        self.usage_end = b"\r\n" + self.usage_tail
+        self.type = b"*2\r\n" + _bulk(b"TYPE")
+        self.lengths = {t: b"*2\r\n" + _bulk(c.encode()) for t, c in LENGTH_COMMANDS.items()}
+        self.usage = b"*%d\r\n" % len(usage) + _bulk(b"MEMORY") + _bulk(b"USAGE")
+        self.usage_tail = b"".join(_bulk(w) for w in usage[3:])  # after the key: SAMPLES n
         self.marker = _command(b"ECHO", marker)
         self.marker_reply = _bulk(marker)
-        self.info = _command(b"INFO", b"commandstats")
+        self.info = _command(b"INFO", b"cpu")
 
     def scan(self, cursor: bytes, count: int) -> bytes:
         """SCAN cursor COUNT n."""
         return b"*4\r\n$4\r\nSCAN\r\n" + _bulk(cursor) + _bulk(b"COUNT") + _bulk(b"%d" % count)
 
-    def block(self, kind: str, keys: list[bytes]) -> bytes:
-        """`TYPE key`, or a length command, for each key."""
-        head = self.heads[kind]
-        return b"".join(head + _HEADERS[len(k)] + k + b"\r\n" for k in keys)
+    @staticmethod
+    def same(head: bytes, bulks: list[bytes], tail: bytes = b"") -> bytes:
+        """One command for each key, the same: `head`, the key's bulk, `tail` (one separator
+        join)."""
+        return head + (tail + head).join(bulks) + tail if bulks else b""
 
-    def probe(self, keys: list[bytes], guesses: list[str]) -> bytes:
-        """The guessed length command, OBJECT ENCODING and MEMORY USAGE, key after key.
+    @staticmethod
+    def own(heads: list[bytes], bulks: list[bytes]) -> bytes:
+        """One command for each key, its own: `heads[i]` then the key's bulk."""
+        return b"".join(chain.from_iterable(zip(heads, bulks, strict=True)))
 
-        The length command comes first: it reads the value, so the two after it find the
-        key and its value in the server's cache. Built by one join over C iterators."""
-        headers = list(map(_HEADERS.__getitem__, map(len, keys)))
-        length_heads = map(self.heads.__getitem__, guesses)
-        n = len(keys)
-        return b"".join(
-            chain.from_iterable(
-                zip(
-                    length_heads,
-                    headers,
-                    keys,
-                    repeat(self.length_to_encoding, n),
-                    headers,
-                    keys,
-                    repeat(self.encoding_to_usage, n),
-                    headers,
-                    keys,
-                    repeat(self.usage_end, n),
-                    strict=True,
-                )
-            )
-        )
+    def usages(self, bulks: list[bytes]) -> bytes:
+        """MEMORY USAGE for each key."""
+        return self.same(self.usage, bulks, self.usage_tail)
 
 
-_TYPE_NAMES = {
-    b"+" + t.encode(): t for t in ("string", "list", "hash", "set", "zset", "stream", "none")
-}
+class _Ints(dict):
+    """Integer reply lines (`:123`) as int, cached: lengths and sizes repeat, and a dict
+    lookup over a C iterator is the cheapest parse. A null (`$-1`) or a TYPE reply (`+hash`)
+    reads None. Error lines read None too and are never cached: each one is kept in
+    `errors` for the scan to count and attribute."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[bytes] = []
 
-def _int_or_none(line: bytes) -> int | None:
-    """`:123` as 123; a null or an error as None."""
-    return int(line[1:]) if line[:1] == b":" else None
+    def __missing__(self, line: bytes) -> int | None:
+        if line[:1] == b"-":
+            self.errors.append(line)
+            return None
+        if len(self) >= INT_CACHE_ENTRIES:
+            self.clear()
+        value = self[line] = int(line[1:]) if line[:1] == b":" else None
+        return value
 
-
-def _ints(lines: list[bytes]) -> list[int | None]:
-    """Integer replies (one line each); nulls and errors become None."""
-    blob = b"".join(lines)
-    if b"$" not in blob and b"-" not in blob and blob.count(b":") == len(lines):
-        return list(map(int, blob.split(b":")[1:]))
-    return [_int_or_none(line) for line in lines]
+    def parse(self, replies: list[bytes]) -> tuple[list[int | None], list[bytes]]:
+        """The values of `replies`, and the error lines among them."""
+        values = list(map(self.__getitem__, replies))
+        errors, self.errors = self.errors, []
+        return values, errors
 
 
 class _Reader:
-    """A byte buffer over the socket with the few RESP shapes the scan receives."""
+    """A byte buffer over the socket with the few RESP shapes the scan receives.
 
-    def __init__(self, sock) -> None:
+    On a plain TCP socket it sleeps until the least a round's replies can weigh has arrived
+    (SO_RCVLOWAT), not at every piece the server writes: on a busy host each wakeup may wait
+    for a time slice."""
+
+    def __init__(self, sock, low_water: bool) -> None:
         self.sock = sock
         self.buf = b""
         self.pos = 0
+        self.low_water = low_water
+        self.expected = 0  # bytes the current round's replies weigh at least, still to come
+        self.lowat = 1
+
+    def expect(self, least_bytes: int) -> None:
+        """The next round's replies weigh at least this much (buffered bytes count)."""
+        self.expected = max(0, least_bytes - (len(self.buf) - self.pos))
 
     def fill(self) -> None:
         """Append whatever the socket has (blocking until something arrives)."""
+        if self.low_water:
+            lowat = max(1, min(self.expected, LOW_WATER_BYTES))
+            if lowat != self.lowat:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, lowat)
+                self.lowat = lowat
         chunk = self.sock.recv(RECV_BYTES)
         if not chunk:
             raise redis.exceptions.ConnectionError("connection closed during the scan")
+        self.expected = max(0, self.expected - len(chunk))
         self.buf = self.buf[self.pos :] + chunk
         self.pos = 0
 
-    def scan_reply(self) -> tuple[bytes, list[bytes]]:
-        """Read one SCAN reply: (next cursor, keys)."""
+    def close(self) -> None:
+        """Give the socket back as it was found (it returns to the client's pool)."""
+        if self.low_water and self.lowat != 1:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+            self.lowat = 1
+
+    def scan_reply(self) -> tuple[bytes, list[bytes], list[bytes]]:
+        """Read one SCAN reply: (next cursor, keys, each key's RESP bulk)."""
         while True:
             try:
                 return self._scan_reply()
             except _Incomplete:
                 self.fill()
 
-    def _scan_reply(self) -> tuple[bytes, list[bytes]]:
+    def _scan_reply(self) -> tuple[bytes, list[bytes], list[bytes]]:
         buf, p = self.buf, self.pos
         if buf[p : p + 1] == b"-":
             end = buf.find(b"\r\n", p)
@@ -311,7 +427,7 @@ class _Reader:
             # A CR LF inside a key shifts the pieces: the header before it then disagrees.
             if heads == list(map(_LENGTH_WORDS.__getitem__, map(len, keys))):
                 self.pos = p + sum(map(len, heads)) + sum(map(len, keys)) + 4 * count
-                return cursor, keys
+                return cursor, keys, _bulks(keys, heads)
         keys = []
         for _ in range(count):  # binary-safe walk: a key may hold CR LF
             end = buf.find(b"\r\n", p)
@@ -323,7 +439,7 @@ class _Reader:
                 raise _Incomplete
             keys.append(buf[start : start + n])
         self.pos = p
-        return cursor, keys
+        return cursor, keys, _bulks(keys)
 
     def until_marker(self, marker_reply: bytes) -> bytes:
         """Every reply before the marker's echo, unparsed (see `lines`)."""
@@ -350,6 +466,13 @@ class _Reader:
             self.fill()
 
 
+def _bulks(keys: list[bytes], heads: list[bytes] | None = None) -> list[bytes]:
+    """Each key's RESP bulk string (`$12\r\nuser:1:name\r\n`), from its `$12` when known."""
+    if heads is None:
+        heads = list(map(_LENGTH_WORDS.__getitem__, map(len, keys)))
+    return list(map(b"".join, zip(heads, repeat(b"\r\n"), keys, repeat(b"\r\n"))))
+
+
 def lines(section: bytes) -> list[bytes]:
     """The lines of replies holding no binary data (words, numbers, errors), so that
     splitting on CR LF is safe."""
@@ -360,62 +483,74 @@ def lines(section: bytes) -> list[bytes]:
 
 @dataclass
 class _Batch:
-    """One SCAN batch and what is known of each key so far."""
+    """One SCAN batch and what is known of each key so far (columns, in SCAN order)."""
 
     keys: list[bytes]
-    prefixes: list[bytes]
-    guesses: list[str]
-    types: list[str | None] = field(default_factory=list)
+    bulks: list[bytes]  # each key's RESP bulk, made once
     encodings: list[str | None] = field(default_factory=list)
-    memory_usage_bytes: list[int | None] = field(default_factory=list)
-    elements: list[int | None] = field(default_factory=list)
-    second_try: set[int] = field(default_factory=set)  # asked again after a wrong guess
-
-    def __post_init__(self) -> None:
-        n = len(self.keys)
-        self.types, self.encodings, self.elements = [None] * n, [None] * n, [None] * n
-        self.memory_usage_bytes = [None] * n
+    types: list[str | None] = field(default_factory=list)
+    usages: list[int | None] = field(default_factory=list)
+    elements: list[int | None] | None = None  # None: no length command sent
+    shared: list[int] = field(default_factory=list)  # positions of encodings several types share
+    gone: set[int] = field(default_factory=set)  # positions of keys gone meanwhile
 
 
 @dataclass
 class _Ask:
-    """One block of a round: a command for some keys of one batch."""
+    """One block of a round: one stage's commands for a batch, or for some of its keys."""
 
+    stage: str  # encoding | main | length
     batch: _Batch
-    kind: str  # probe | type | a type name (its length command)
-    positions: list[int]
-
-
-@dataclass
-class _Round:
-    """What one pipelined round asked, so its replies can be read back in order."""
-
-    scan: bool
-    asks: list[_Ask]
-    info: bool
-    keys_through: int  # keys asked about in this round and every earlier one
-    scan_read: bool = False
+    commands: int
+    heads: list[bytes] | None = None  # main: each key's length command (or TYPE)
+    positions: list[int] | None = None  # length: the keys asked
 
 
 @dataclass
 class _Pacer:
-    """Keeps the scan's own server time within its share of the wall time so far."""
+    """Keeps the scan's CPU (the server's, less the baseline rate) within its share of the
+    wall time since the start and of every sliding window."""
 
     share: float
+    baseline_share: float
     start: float
-    busy_known_us: float = 0.0  # own commands' time, as of the last counters read
-    keys_known: int = 0  # keys whose commands that reading covers
-    keys_sent: int = 0
+    cpu_start_s: float
+    times: list[float] = field(default_factory=list)  # readings: when
+    own_s: list[float] = field(default_factory=list)  # the scan's CPU seconds by then
+    covered: list[int] = field(default_factory=list)  # commands that reading covers
+    commands_sent: int = 0
     last_info: float = float("-inf")
     rounds: int = 0
 
-    def pause_s(self, now: float, keys_next: int) -> float:
-        """How long to wait before sending a round asking about `keys_next` keys: what is
-        known, plus the keys not yet counted at the cost per key measured so far."""
-        per_key_us = self.busy_known_us / self.keys_known if self.keys_known else 0.0
-        pending = self.keys_sent + keys_next - self.keys_known
-        projected_us = self.busy_known_us + per_key_us * pending
-        return projected_us / 1e6 / self.share - (now - self.start)
+    def __post_init__(self) -> None:
+        self.record(self.start, self.cpu_start_s, 0)
+
+    def record(self, t: float, cpu_s: float, commands: int) -> None:
+        """One reading of the server's CPU counters, covering `commands` sent so far."""
+        own = cpu_s - self.cpu_start_s - self.baseline_share * (t - self.start)
+        self.times.append(t)
+        self.own_s.append(max(own, self.own_s[-1] if self.own_s else 0.0))
+        self.covered.append(commands)
+
+    def pause_s(self, now: float, commands_next: int) -> float:
+        """How long to wait before sending a round of `commands_next` commands: what is
+        known, plus the commands not yet covered at the cost per command measured so far."""
+        own, covered = self.own_s[-1], self.covered[-1]
+        per_command = own / covered if covered else 0.0
+        projected = own + per_command * (self.commands_sent + commands_next - covered)
+        ready = self.start + projected / self.share  # the share since the start
+        excess = projected - self.share * PACING_WINDOW_S
+        if excess > 0:  # the window ending at the send holds at most share × window
+            i = bisect_left(self.own_s, excess)
+            if i == len(self.own_s):
+                reached = self.times[-1] + (excess - self.own_s[-1]) / self.share
+            elif i == 0 or self.own_s[i] == self.own_s[i - 1]:
+                reached = self.times[i]
+            else:
+                t0, t1, c0, c1 = self.times[i - 1], self.times[i], self.own_s[i - 1], self.own_s[i]
+                reached = t0 + (excess - c0) / (c1 - c0) * (t1 - t0)
+            ready = max(ready, reached + PACING_WINDOW_S)
+        return ready - now
 
     def wants_info(self, now: float) -> bool:
         """Whether this round should read the counters."""
@@ -428,141 +563,196 @@ class _Pacer:
         """COUNT for the next SCAN: small at first, doubling up to `limit`."""
         return min(limit, SLOW_START_KEYS << min(self.rounds, 20))
 
+    def bursts(self) -> tuple[float | None, float | None, float | None]:
+        """(highest CPU share over one burst window, that window's length, longest run of
+        consecutive windows over the share) from the readings. A window runs from one reading
+        to the first at least BURST_WINDOW_S later; a shorter tail joins the last window."""
+        cuts = [0]
+        for j in range(1, len(self.times)):
+            if self.times[j] - self.times[cuts[-1]] >= BURST_WINDOW_S:
+                cuts.append(j)
+        if cuts[-1] != len(self.times) - 1:
+            if len(cuts) > 1:
+                cuts[-1] = len(self.times) - 1
+            else:
+                cuts.append(len(self.times) - 1)
+        windows = []
+        for i, j in pairwise(cuts):
+            span = self.times[j] - self.times[i]
+            if span > 0:
+                windows.append((span, (self.own_s[j] - self.own_s[i]) / span))
+        if not windows:
+            return None, None, None
+        peak_span, peak = max(windows, key=lambda w: w[1])
+        longest = run = 0.0
+        for span, share in windows:
+            run = run + span if share > self.share else 0.0
+            longest = max(longest, run)
+        return peak, peak_span, longest
+
 
 class _Scan:
-    """The state of one scan: batches, type guesses per prefix, asks waiting to be sent."""
+    """The state of one scan: batches, and asks waiting to be sent."""
 
     def __init__(
-        self, proto: _Protocol, result: ScanResult, prefix_of: Callable[[bytes], bytes]
+        self, proto: _Protocol, result: ScanResult, lengths: bool, raw_is_string: bool
     ) -> None:
-        self.proto, self.result = proto, result
-        self.prefixes_of = getattr(prefix_of, "many", None) or (lambda k: list(map(prefix_of, k)))
+        self.proto, self.result, self.lengths = proto, result, lengths
+        self.encoding_types = dict(ENCODING_TYPES)
+        if not raw_is_string:
+            del self.encoding_types["raw"]
+        # Stage 2's first command by the type the encoding named; TYPE where it named none.
+        self.heads: dict[str | None, bytes] = {None: proto.type, **proto.lengths}
+        self.ints = _Ints()
         self.batches: list[_Batch] = []
-        self.guess_of: dict[bytes, str] = {}
-        self.type_counts: Counter = Counter()
         self.queued: list[_Ask] = []
 
-    def add_batch(self, keys: list[bytes]) -> None:
-        """Queue the probe of fresh keys (kept in SCAN order: the server's cache likes it)."""
-        batch = _Batch(keys, [], [])
+    def add_batch(self, keys: list[bytes], bulks: list[bytes]) -> None:
+        """Queue OBJECT ENCODING for fresh keys (kept in SCAN order: the server's cache
+        likes it)."""
+        batch = _Batch(keys, bulks)
         self.batches.append(batch)
-        self.queued.append(_Ask(batch, "probe", list(range(len(keys)))))
+        self.queued.append(_Ask("encoding", batch, len(keys)))
 
-    def encode(self, ask: _Ask) -> Iterator[bytes]:
-        """The commands of one ask, in pieces: the first leaves while the next is encoded."""
+    def take(self) -> tuple[_Ask | None, list[_Ask]]:
+        """The asks of the next round: at most one OBJECT ENCODING ask (its replies are a
+        section of their own), and every ask whose replies are single lines."""
+        encoding = next((a for a in self.queued if a.stage == "encoding"), None)
+        fixed = [a for a in self.queued if a.stage != "encoding"]
+        self.queued = [a for a in self.queued if a.stage == "encoding" and a is not encoding]
+        return encoding, fixed
+
+    def encode(self, ask: _Ask) -> list[bytes]:
+        """The commands of one ask.
+
+        A key's length command always goes before its MEMORY USAGE: a key gone before the
+        length command reads 0, and its MEMORY USAGE then reads null (dropped, not misread)."""
+        batch, proto = ask.batch, self.proto
+        if ask.stage == "encoding":
+            return [proto.same(proto.encoding, batch.bulks)]
+        if ask.stage == "length":
+            bulks = [batch.bulks[i] for i in ask.positions]
+            return [proto.own([proto.lengths[batch.types[i]] for i in ask.positions], bulks)]
+        if ask.heads is not None:  # [length command or TYPE], then MEMORY USAGE
+            return [proto.own(ask.heads, batch.bulks), proto.usages(batch.bulks)]
+        # Lengths skipped: MEMORY USAGE, then TYPE where the encoding named no type.
+        shared = [batch.bulks[i] for i in batch.shared]
+        return [proto.usages(batch.bulks), proto.same(proto.type, shared)]
+
+    def read_encodings(self, ask: _Ask, section: bytes) -> None:
+        """OBJECT ENCODING replies of a batch: the type where the encoding names it, and
+        stage 2 queued."""
         batch = ask.batch
-        if ask.kind != "probe":
-            yield self.proto.block(ask.kind, [batch.keys[i] for i in ask.positions])
-            return
-        for start in range(0, len(batch.keys), PROBE_CHUNK_KEYS):
-            keys = batch.keys[start : start + PROBE_CHUNK_KEYS]
-            prefixes = self.prefixes_of(keys)
-            guesses = list(map(self.guess_of.get, prefixes))
-            if None in guesses:
-                default = self.type_counts.most_common(1)[0][0] if self.type_counts else "string"
-                guesses = [g or default for g in guesses]
-            batch.prefixes += prefixes
-            batch.guesses += guesses
-            yield self.proto.probe(keys, guesses)
-
-    def read(self, ask: _Ask, lines: list[bytes]) -> None:
-        """Store one ask's replies in its batch and queue what they make possible."""
-        if ask.kind == "probe":
-            self._read_probe(ask.batch, lines)
-        elif ask.kind == "type":
-            self._read_types(ask.batch, ask.positions, lines)
-        else:
-            self._read_lengths(ask.batch, ask.kind, ask.positions, lines)
-
-    def _resolve(self, batch: _Batch, i: int, type_name: str) -> None:
-        """A key's type is known: remember it as the guess for its prefix."""
-        batch.types[i] = type_name
-        if type_name in LENGTH_COMMANDS:
-            self.guess_of[batch.prefixes[i]] = type_name
-            self.type_counts[type_name] += 1
-
-    def _read_probe(self, batch: _Batch, lines: list[bytes]) -> None:
         n = len(batch.keys)
-        if len(lines) == 4 * n:  # length, encoding header, encoding, usage: key after key
-            length_lines, enc_lines, usage_lines = lines[0::4], lines[2::4], lines[3::4]
-            encodings = list(map(_WORDS.__getitem__, enc_lines))
-        else:  # a null encoding (key gone) or an error reply takes one line, not two
-            usage_lines, encodings, length_lines, at = [], [], [], 0
-            for _ in range(n):
-                length_lines.append(lines[at])
-                enc = lines[at + 1]
-                if enc[:1] == b"$" and enc != b"$-1":
-                    encodings.append(_WORDS.__getitem__(lines[at + 2]))
-                    at += 3
-                else:
-                    if enc[:1] == b"-":
-                        self._error("OBJECT ENCODING", enc)
-                    encodings.append(None)
-                    at += 2
-                usage_lines.append(lines[at])
+        self.result.keyspace_lookups += n
+        pieces = (b"\r\n" + section[:-2]).split(b"\r\n$")
+        if len(pieces) == n + 1 and section[:1] != b"-" and b"\r\n-" not in section:
+            batch.encodings = list(map(_ENCODINGS.__getitem__, pieces[1:]))
+        else:  # an error reply (an ACL may forbid OBJECT ENCODING): line by line
+            batch.encodings = self._encodings_walked(n, lines(section))
+        batch.types = list(map(self.encoding_types.get, batch.encodings))
+        if None in batch.types:
+            if "" in batch.encodings:  # a null: gone between SCAN and OBJECT ENCODING
+                for i, encoding in enumerate(batch.encodings):
+                    if encoding == "":
+                        batch.gone.add(i)
+                        batch.encodings[i] = None
+            nameless = map(operator.is_, batch.types, repeat(None))
+            batch.shared = [i for i in compress(count(), nameless) if i not in batch.gone]
+        if self.lengths:  # [length command or TYPE] for every key, then MEMORY USAGE
+            heads = list(map(self.heads.__getitem__, batch.types))
+            self.queued.append(_Ask("main", batch, 2 * n, heads=heads))
+        else:  # MEMORY USAGE for every key, then TYPE for the shared encodings
+            self.queued.append(_Ask("main", batch, n + len(batch.shared)))
+
+    def _encodings_walked(self, n: int, replies: list[bytes]) -> list[str | None]:
+        encodings: list[str | None] = []
+        at = 0
+        for _ in range(n):
+            line = replies[at]
+            if line == b"$-1":
+                encodings.append("")
                 at += 1
-            if at != len(lines):
-                raise ScanError("reply stream out of step with the commands sent")
-        batch.encodings = encodings
-        batch.memory_usage_bytes = usages = _ints(usage_lines)
-        if None in usages:
-            for line in usage_lines:
-                if line[:1] == b"-":
-                    self._error("MEMORY USAGE", line)
-        lengths = _ints(length_lines)
-        batch.elements = lengths
-        guesses, types = batch.guesses, batch.types
-        if None not in lengths and None not in encodings:  # every guess right, no key gone
-            batch.types = list(guesses)
-            self.type_counts.update(guesses)
-            new = set(batch.prefixes).difference(self.guess_of)
-            if new:  # prefixes first seen here, guessed right by default
-                pairs = zip(batch.prefixes, guesses, strict=True)
-                self.guess_of.update((p, g) for p, g in pairs if p in new)
-            return
-        retry: dict[str, list[int]] = {}
-        for i, value in enumerate(lengths):
-            if encodings[i] is None and usages[i] is None:
-                types[i] = "none"  # gone between SCAN and its probe
-            elif value is not None:
-                self._resolve(batch, i, guesses[i])
+            elif line[:1] == b"-":  # unknown: TYPE will be asked
+                self._error("OBJECT ENCODING", line)
+                encodings.append(None)
+                at += 1
             else:
-                line = length_lines[i]
-                if not line.startswith(b"-WRONGTYPE"):
-                    self._error(LENGTH_COMMANDS[guesses[i]], line)
-                self.result.guesses_wrong += line.startswith(b"-WRONGTYPE")
-                batch.second_try.add(i)
-                from_encoding = ENCODING_TYPES.get(encodings[i] or "")
-                if from_encoding and from_encoding != guesses[i]:
-                    self._resolve(batch, i, from_encoding)
-                    retry.setdefault(from_encoding, []).append(i)
-                else:  # a shared encoding, or a module type wearing "raw": ask TYPE
-                    retry.setdefault("type", []).append(i)
-        self.queued += [_Ask(batch, kind, where) for kind, where in retry.items()]
+                encodings.append(_WORDS.__getitem__(replies[at + 1]))
+                at += 2
+        if at != len(replies):
+            raise ScanError("reply stream out of step with the commands sent")
+        return encodings
 
-    def _read_types(self, batch: _Batch, positions: list[int], lines: list[bytes]) -> None:
-        retry: dict[str, list[int]] = {}
-        for i, line in zip(positions, lines, strict=True):
-            type_name = _TYPE_NAMES.get(line)
-            if type_name is None:
+    def read(self, ask: _Ask, replies: list[bytes]) -> None:
+        """Store the single-line replies of one ask and queue what they make possible."""
+        if ask.stage == "main":
+            self._read_main(ask, replies)
+        else:
+            self._read_lengths(ask.batch, ask.positions, replies)
+
+    def _read_main(self, ask: _Ask, replies: list[bytes]) -> None:
+        batch = ask.batch
+        n = len(batch.keys)
+        if ask.heads is None:
+            usage_lines, type_lines = replies[:n], replies[n:]
+        else:
+            first, usage_lines = replies[:n], replies[n:]
+        batch.usages, errors = self.ints.parse(usage_lines)
+        for line in errors:
+            self._error("MEMORY USAGE", line)
+        if None in batch.usages:
+            batch.gone.update(i for i, line in enumerate(usage_lines) if line == b"$-1")
+        if ask.heads is None:
+            self.result.keyspace_lookups += len(type_lines)
+            self._store_types(batch, type_lines)
+            batch.bulks = []  # nothing more to send for this batch
+            return
+        self.result.keyspace_lookups += n
+        batch.elements, errors = self.ints.parse(first)  # TYPE replies read None
+        if errors:  # which command: the key's length command, or TYPE
+            for i, line in enumerate(first):
                 if line[:1] == b"-":
-                    self._error("TYPE", line)
-                    continue
-                type_name = _WORDS.__getitem__(line[1:])  # a module type: it has no length command
-            self._resolve(batch, i, type_name)
-            if type_name in LENGTH_COMMANDS and type_name != batch.guesses[i]:
-                retry.setdefault(type_name, []).append(i)
-            elif type_name not in LENGTH_COMMANDS:
-                batch.elements[i] = None
-        self.queued += [_Ask(batch, kind, where) for kind, where in retry.items()]
+                    self.result.wrongtype += line.startswith(b"-WRONGTYPE")
+                    self._error(LENGTH_COMMANDS.get(batch.types[i] or "", "TYPE"), line)
+        if batch.shared:
+            self._store_types(batch, [first[i] for i in batch.shared])
+            types, gone = batch.types, batch.gone
+            want = [i for i in batch.shared if types[i] in LENGTH_COMMANDS and i not in gone]
+            if want:
+                self.queued.append(_Ask("length", batch, len(want), positions=want))
+                return
+        batch.bulks = []  # nothing more to send for this batch
 
-    def _read_lengths(
-        self, batch: _Batch, type_name: str, positions: list[int], lines: list[bytes]
-    ) -> None:
-        for i, value, line in zip(positions, _ints(lines), lines, strict=True):
-            batch.elements[i] = value
-            if value is None and line[:1] == b"-":
-                self._error(LENGTH_COMMANDS[type_name], line)  # no third try
+    def _store_types(self, batch: _Batch, type_lines: list[bytes]) -> None:
+        """TYPE replies of the keys whose encoding several types share."""
+        names = list(map(_TYPES.__getitem__, type_lines))
+        types = batch.types
+        for i, name in zip(batch.shared, names, strict=True):
+            types[i] = name
+        if "?" in names or "none" in names:
+            for i, name, line in zip(batch.shared, names, type_lines, strict=True):
+                if name == "?":
+                    self._error("TYPE", line)
+                    types[i] = None
+                elif name == "none":  # gone since OBJECT ENCODING
+                    batch.gone.add(i)
+
+    def _read_lengths(self, batch: _Batch, positions: list[int], replies: list[bytes]) -> None:
+        self.result.keyspace_lookups += len(positions)
+        batch.bulks = []  # nothing more to send for this batch
+        values, errors = self.ints.parse(replies)
+        elements, types = batch.elements, batch.types
+        for i, value in zip(positions, values, strict=True):
+            elements[i] = value
+        if errors or 0 in values:
+            for i, value, line in zip(positions, values, replies, strict=True):
+                if value is None and line[:1] == b"-":
+                    self.result.wrongtype += line.startswith(b"-WRONGTYPE")
+                    self._error(LENGTH_COMMANDS[types[i]], line)
+                # An aggregate that exists is never empty (a stream may be): 0 means gone.
+                elif value == 0 and types[i] != "stream":
+                    batch.gone.add(i)
 
     def _error(self, command: str, line: bytes) -> None:
         """Count an error reply (an ACL may forbid one command); keep the first one's text."""
@@ -573,22 +763,55 @@ class _Scan:
     def collect(self) -> None:
         """Concatenate the batches into the result's columns, dropping keys that vanished."""
         result = self.result
-        names = ("keys", "prefixes", "types", "encodings", "memory_usage_bytes", "elements")
         for batch in self.batches:
-            if "none" in batch.types or None in batch.types:
-                keep = [i for i, t in enumerate(batch.types) if t not in ("none", None)]
-                result.vanished += len(batch.keys) - len(keep)
-                for name in names:
-                    column = getattr(batch, name)
-                    getattr(result, name).extend(column[i] for i in keep)
-            else:
-                for name in names:
-                    getattr(result, name).extend(getattr(batch, name))
+            n = len(batch.keys)
+            elements = batch.elements if batch.elements is not None else [None] * n
+            columns = (batch.keys, batch.types, batch.encodings, batch.usages, elements)
+            if batch.gone:
+                keep = [i not in batch.gone for i in range(n)]
+                columns = tuple(list(compress(c, keep)) for c in columns)
+                result.vanished += n - len(columns[0])
+            keys, types, encodings, usages, elements = columns
+            result.keys += keys
+            result.types += types
+            result.encodings += encodings
+            result.memory_usage_bytes += usages
+            result.elements += elements
+            if result.touch_mode == "touched" and batch.elements is not None:
+                result.keys_touched += len(elements) - elements.count(None)
+        self._drop_duplicates()
+
+    def _drop_duplicates(self) -> None:
+        """Keep the first reading of a key SCAN returned twice (its guarantee allows it while
+        the server resizes its table). Counted once, vectorized: no per-key set in the loop."""
+        result = self.result
+        distinct = pc.count_distinct(pa.array(result.keys, pa.binary())).as_py()
+        if distinct == len(result.keys):
+            return
+        seen: set[bytes] = set()
+        keep = [not (k in seen or seen.add(k)) for k in result.keys]
+        result.duplicates = len(keep) - distinct
+        for name in ("keys", "types", "encodings", "memory_usage_bytes", "elements"):
+            setattr(result, name, list(compress(getattr(result, name), keep)))
 
 
-def _no_prefix(key: bytes) -> bytes:
-    """Default grouping: none."""
-    return b""
+def _version(text: str) -> tuple[int, ...]:
+    """`7.2.4` as (7, 2, 4); what does not parse as (0,)."""
+    try:
+        return tuple(int(p) for p in text.split("."))
+    except ValueError:
+        return (0,)
+
+
+def _ask(conn, *args: str) -> object:
+    """One command on the scan's connection (through the read-only guard) and its reply."""
+    conn.send_command(*args)
+    return conn.read_response()
+
+
+def _text(reply: object) -> str:
+    """A reply as text, whatever the client's decoding."""
+    return reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
 
 
 def scan_keyspace(
@@ -596,100 +819,171 @@ def scan_keyspace(
     budget: ScanBudget,
     scan_count: int = 1000,
     memory_samples: int | None = None,
-    prefix_of: Callable[[bytes], bytes] = _no_prefix,
+    allow_touch: bool = False,
+    baseline_s: float = 0.5,
+    on_server_host: bool = False,
 ) -> ScanResult:
     """SCAN the client's database and read each key's bytes, encoding, type and length,
-    within `budget`; stops cleanly at the key or time cap.
+    within `budget`; stops cleanly at the key or time cap. Keys come in no particular order.
 
+    Length commands are sent with CLIENT NO-TOUCH ON where the server has it; elsewhere only
+    when `allow_touch` (each key's LRU/LFU clock is then reset, and counted). `baseline_s`:
+    how long the server's CPU rate is read before the scan (other clients' share).
+    `on_server_host`: the server's process is this machine's (its CPU is read from /proc too).
     `client` comes from yardstick.connect.open_client (INFO as text)."""
     marker = b"yardstick-scan-" + secrets.token_hex(8).encode()
     proto = _Protocol(scan_count, memory_samples, marker)
     result = ScanResult()
-    scan = _Scan(proto, result, prefix_of)
-    seen: set[bytes] = set()
+    taken = 0  # keys taken from SCAN replies (a key SCAN returned twice counts twice)
     result.own_before = own_stats(client)
-    busy_start_us = own_usec(result.own_before)
     conn = client.connection_pool.get_connection()
+    no_touch = False
     try:
         conn.connect()
+        server = parse_info(_text(_ask(conn, "INFO", "server"))).get("server", {})
+        result.server_version = server.get("redis_version")
+        modules = parse_info(_text(_ask(conn, "INFO", "modules"))).get("modules", {})
+        version = _version(result.server_version or "0")
+        if version >= NO_TOUCH_SINCE:
+            try:
+                _ask(conn, "CLIENT", "NO-TOUCH", "ON")
+                no_touch = True
+            except redis.exceptions.ResponseError as exc:  # an ACL without +client|no-touch
+                result.errors["CLIENT NO-TOUCH"] += 1
+                result.first_error = result.first_error or f"CLIENT NO-TOUCH: {exc}"
+                result.touch_note = f"CLIENT NO-TOUCH refused: {exc}"
+        else:
+            result.touch_note = (
+                f"Redis {result.server_version} has no CLIENT NO-TOUCH (7.2 and later)"
+            )
+        if no_touch:
+            result.touch_mode = "no-touch"
+        else:
+            result.touch_mode = "touched" if allow_touch else "skipped"
+        scan = _Scan(proto, result, result.touch_mode != "skipped", raw_is_string=not modules)
+        pid = int(server.get("process_id", 0) or 0) if on_server_host else 0
+
+        # Other clients' CPU share, just before the scan: subtracted from what the scan costs.
+        # (Without a window, none: two INFO calls back to back would read mostly their own.)
+        cpu0, t0 = info_cpu_s(_text(_ask(conn, "INFO", "cpu"))), time.perf_counter()
+        cpu1, t1 = cpu0, t0
+        if baseline_s > 0:
+            interrupt.sleep(baseline_s)
+            cpu1, t1 = info_cpu_s(_text(_ask(conn, "INFO", "cpu"))), time.perf_counter()
+        result.baseline_window_s = t1 - t0
+        result.baseline_cpu_share = max(0.0, (cpu1 - cpu0) / (t1 - t0)) if t1 > t0 else 0.0
+        proc_start = _process_cpu_matching(pid, cpu1) if pid else None
+
         sock = conn._sock  # noqa: SLF001 - the pipelined scan writes pre-encoded rounds
         # Room for a whole round: sendall returns at once and the client parses the last
         # round while the server reads this one (the kernel caps it at wmem_max).
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
-        reader = _Reader(sock)
+        reader = _Reader(sock, low_water=type(sock) is socket.socket)
         start = time.perf_counter()
-        pacer = _Pacer(budget.busy_share, start)
+        result.cpu_start_s = cpu1
+        pacer = _Pacer(budget.cpu_share, result.baseline_cpu_share, start, cpu1)
         cursor: bytes | None = b"0"  # None once the scan stops asking for keys
-        inflight: deque[_Round] = deque()
+        inflight: deque[tuple[bool, list[_Ask], bool, int]] = deque()
 
         def send_round() -> None:
-            keys_next = sum(len(ask.positions) for ask in scan.queued)
-            pause_s = pacer.pause_s(time.perf_counter(), keys_next)
+            encoding, fixed = scan.take()
+            asks = fixed if encoding is None else [encoding, *fixed]
+            commands = sum(ask.commands for ask in asks) + 2  # + the two markers
+            info = pacer.wants_info(time.perf_counter())
+            commands += info + (cursor is not None)
+            pause_s = pacer.pause_s(time.perf_counter(), commands)
             interrupt.check()
             if pause_s > 0:
                 interrupt.sleep(pause_s)
                 result.paused_s += pause_s
-            info = pacer.wants_info(time.perf_counter())
-            # Probes go last among the asks: theirs are the only replies whose line count
-            # varies. SCAN goes last of all, so that the next round's probes of the keys it
-            # returns reach the server right after it walked them (they are still in cache).
-            asks = sorted(scan.queued, key=lambda a: a.kind == "probe")
-            for ask in asks:
-                for piece in scan.encode(ask):
-                    sock.sendall(piece)
-            tail = [proto.marker, proto.info] if info else [proto.marker]
-            if cursor is not None:
-                tail.append(proto.scan(cursor, pacer.scan_count(scan_count)))
-            sock.sendall(b"".join(tail))
-            pacer.keys_sent += keys_next
+            # SCAN [OBJECT ENCODING] marker [single-line replies] marker [INFO], sent at once.
+            # SCAN goes first: its reply comes back while the server still works on the rest,
+            # and the next round (with OBJECT ENCODING of the keys it returned) is queued
+            # behind this one, so the server never waits for the client.
+            pieces = [proto.scan(cursor, pacer.scan_count(scan_count))] if cursor else []
+            if encoding is not None:
+                pieces += scan.encode(encoding)
+            pieces.append(proto.marker)
+            for ask in fixed:
+                pieces += scan.encode(ask)
+            pieces.append(proto.marker + proto.info if info else proto.marker)
+            sock.sendall(b"".join(pieces))
+            # The least its replies weigh, up to each marker: what the reader may sleep for.
+            least_head = (16 if cursor else 0) + len(proto.marker_reply)
+            least_head += 5 * encoding.commands if encoding is not None else 0
+            least_tail = 4 * sum(ask.commands for ask in fixed) + len(proto.marker_reply)
+            pacer.commands_sent += commands
             pacer.rounds += 1
-            inflight.append(_Round(cursor is not None, asks, info, pacer.keys_sent))
+            inflight.append(
+                (
+                    cursor is not None,
+                    encoding,
+                    fixed,
+                    info,
+                    pacer.commands_sent,
+                    least_head,
+                    least_tail,
+                )
+            )
             result.rounds += 1
             result.scan_calls += cursor is not None
-            scan.queued = []
+            result.commands += commands
 
         send_round()
         while inflight:
-            current = inflight.popleft()
-            # The SCAN reply comes last: skip to it, send the next round, then parse.
-            section = reader.until_marker(proto.marker_reply)
-            info_text = reader.bulk_text() if current.info else None
-            if current.scan:
-                next_cursor, keys = reader.scan_reply()
-                fresh = keys if seen.isdisjoint(keys) else [k for k in keys if k not in seen]
-                result.duplicates += len(keys) - len(fresh)
-                room = budget.max_keys - len(seen)
-                if len(fresh) > room or (len(fresh) == room and next_cursor != b"0"):
-                    fresh, cursor, result.stop_reason = fresh[:room], None, "key_cap"
+            scanned, encoding, fixed, info, commands_through, least_head, least_tail = (
+                inflight.popleft()
+            )
+            reader.expect(least_head)
+            if scanned:
+                next_cursor, keys, bulks = reader.scan_reply()
+                room = budget.max_keys - taken
+                if len(keys) > room or (len(keys) == room and next_cursor != b"0"):
+                    keys, bulks = keys[:room], bulks[:room]
+                    cursor, result.stop_reason = None, "key_cap"
                 elif next_cursor == b"0":
                     cursor = None
                 elif time.perf_counter() - start >= budget.max_wall_s:
                     cursor, result.stop_reason = None, "time_cap"
                 else:
                     cursor = next_cursor
-                seen.update(fresh)
-                if fresh:
-                    scan.add_batch(fresh)
-            # The server is idle until the next round arrives: send it, then parse this one.
-            if cursor is not None or scan.queued:
+                taken += len(keys)
+                if keys:
+                    scan.add_batch(keys, bulks)
+            # The server is still on this round: queue the next one behind it, then read on.
+            if not inflight and (cursor is not None or scan.queued):
                 send_round()
+            # Each section is read as soon as it is in, while the server works on the next.
+            encodings = reader.until_marker(proto.marker_reply)
+            if encoding is not None:
+                scan.read_encodings(encoding, encodings)
+            elif encodings:
+                raise ScanError("reply stream out of step with the commands sent")
+            reader.expect(least_tail)
+            section = reader.until_marker(proto.marker_reply)
+            if info:
+                pacer.record(time.perf_counter(), info_cpu_s(reader.bulk_text()), commands_through)
             replies = lines(section)
             at = 0
-            for ask in current.asks:
-                if ask.kind == "probe":
-                    chunk, at = replies[at:], len(replies)
-                else:
-                    chunk, at = replies[at : at + len(ask.positions)], at + len(ask.positions)
-                scan.read(ask, chunk)
+            for ask in fixed:
+                scan.read(ask, replies[at : at + ask.commands])
+                at += ask.commands
             if at != len(replies):
                 raise ScanError("reply stream out of step with the commands sent")
-            if info_text is not None:
-                stats = parse_commandstats(info_text)
-                busy_us = own_usec([s for s in stats if s.command in OWN_COMMANDS]) - busy_start_us
-                pacer.busy_known_us, pacer.keys_known = busy_us, current.keys_through
             if not inflight and scan.queued:
                 send_round()
-        result.wall_s = time.perf_counter() - start
+        reader.close()  # redis-py reads this connection again from here
+        end_cpu = info_cpu_s(_text(_ask(conn, "INFO", "cpu")))
+        end = time.perf_counter()
+        pacer.record(end, end_cpu, pacer.commands_sent)
+        result.wall_s, result.cpu_end_s = end - start, end_cpu
+        if proc_start is not None:
+            result.process_cpu_s = process_cpu_s(pid) - proc_start
+        result.cpu_peak_share, result.cpu_peak_window_s, result.over_budget_longest_s = (
+            pacer.bursts()
+        )
+        if no_touch:
+            _ask(conn, "CLIENT", "NO-TOUCH", "OFF")  # the connection goes back to the pool
     except BaseException:
         # The connection may hold unread replies: never hand it back to the pool as is.
         conn.disconnect()
@@ -699,3 +993,13 @@ def scan_keyspace(
     result.own_after = own_stats(client)
     scan.collect()
     return result
+
+
+def _process_cpu_matching(pid: int, info_cpu: float) -> float | None:
+    """The server process's CPU seconds from /proc, if process `pid` on this machine is the
+    server (its CPU agrees with INFO's); None otherwise (another host, container, no /proc)."""
+    try:
+        proc = process_cpu_s(pid)
+    except (OSError, ValueError, IndexError):
+        return None
+    return proc if abs(proc - info_cpu) <= PROC_AGREEMENT_S + 0.02 * info_cpu else None

@@ -203,12 +203,15 @@ class KeyspaceProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # Budget: keys sampled, share of the server's time the scan's commands may take
-    # (INFO commandstats difference over wall time), and wall time.
+    # Budget: keys sampled, share of the server's CPU the scan may take (INFO used_cpu_sys +
+    # used_cpu_user difference over wall time, less the rate read just before the scan), and
+    # wall time.
     max_keys: int = Field(default=100_000, gt=0)
     busy_share: float = Field(default=0.05, gt=0, le=1)
     max_wall_s: float = Field(default=300.0, gt=0)
     scan_count: int = Field(default=1000, gt=0)
+    # How long the server's CPU rate is read before the scan: other clients' share.
+    baseline_s: float = Field(default=0.5, ge=0)
     # Prefix grouping: a key's prefix is its first `depth` segments ending in a separator.
     separators: str = Field(default=":", min_length=1)
     depth: int = Field(default=1, ge=1)
@@ -217,6 +220,12 @@ class KeyspaceProfile(BaseModel):
     top_keys: int = Field(default=10, ge=1)
     # "What would k times the keys of this prefix cost": k.
     projection_factor: float = Field(default=2.0, gt=0)
+    # Element counts on a read-only server without CLIENT NO-TOUCH (before Redis 7.2): the
+    # length commands would reset every key's LRU idle clock (or bump its LFU counter), which
+    # changes what the server evicts next. Off: they are skipped there (elements NULL, the
+    # report says why). On: they are sent, and the report counts the keys touched. Scratch
+    # environments (the tool may write there) always get them.
+    allow_touch: bool = False
 
 
 class Profile(BaseModel):

@@ -429,7 +429,7 @@ TABLES.update(
                 ("paused_s", pa.float64()),  # slept to stay within the busy share
                 ("stop_reason", pa.string()),  # complete | key_cap | time_cap
                 ("max_keys", pa.int64()),
-                ("busy_share_cap", pa.float64()),
+                ("busy_share_cap", pa.float64()),  # the budget: a share of the server's CPU
                 ("max_wall_s", pa.float64()),
                 ("scan_count", pa.int64()),
                 ("memory_samples", pa.int64()),  # null: the server's default (5)
@@ -449,9 +449,33 @@ TABLES.update(
                 ("scan_calls", pa.int64()),
                 ("duplicates", pa.int64()),
                 ("vanished", pa.int64()),
+                # Length commands answered WRONGTYPE: before the type-first scan, wrong guesses;
+                # since, a key that changed type between TYPE and its length command.
                 ("guesses_wrong", pa.int64()),
                 ("errors", pa.int64()),
                 ("first_error", pa.string()),
+                # Added with the footprint-free scan; null in older files.
+                ("allow_touch", pa.bool_()),  # length commands allowed without NO-TOUCH
+                ("server_version", pa.string()),  # redis_version, as INFO says
+                # no-touch (CLIENT NO-TOUCH ON) | skipped (no length command: elements
+                # null) | touched (length commands reset keys_touched clocks)
+                ("touch_mode", pa.string()),
+                ("touch_note", pa.string()),  # why CLIENT NO-TOUCH was not used
+                ("keys_touched", pa.int64()),  # keys whose LRU/LFU clock the scan moved
+                ("keyspace_lookups", pa.int64()),  # commands counted in keyspace_hits/misses
+                ("commands", pa.int64()),  # commands the scan's rounds sent
+                # INFO used_cpu_sys + used_cpu_user (all clients) as the scan started/ended,
+                # and the rate before it (taken as other clients', subtracted).
+                ("scan_cpu_start_s", pa.float64()),
+                ("scan_cpu_end_s", pa.float64()),
+                ("baseline_cpu_share", pa.float64()),
+                ("baseline_window_s", pa.float64()),
+                ("process_cpu_s", pa.float64()),  # /proc, prober on the server's host only
+                # Highest CPU share the scan took over one pacing window (>= 0.1 s), that
+                # window's length, and the longest run of windows over the budget.
+                ("cpu_peak_share", pa.float64()),
+                ("cpu_peak_window_s", pa.float64()),
+                ("over_budget_longest_s", pa.float64()),
             ]
         ),
         # Every key the scan sampled (what --bigkeys and --memkeys print, per key).

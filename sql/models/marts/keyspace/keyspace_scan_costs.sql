@@ -35,6 +35,15 @@ joined as (
         o.own_calls,
         o.own_usec,
         (s.used_memory_before_bytes + s.used_memory_after_bytes) / 2 as used_memory_bytes,
+        /* The scan's CPU on the server: the INFO used_cpu difference over the scan less the
+           rate read just before it (other clients'); null before the footprint-free scan. */
+        case
+            when s.scan_cpu_end_s is not null then greatest(
+                0.0,
+                s.scan_cpu_end_s - s.scan_cpu_start_s
+                    - coalesce(s.baseline_cpu_share, 0) * s.wall_s
+            )
+        end as scan_cpu_s,
     from {{ ref('stg_keyspace_scans') }} as s
     left join sampled as k on k.run_id = s.run_id and k.env = s.env
     left join own as o on o.run_id = s.run_id and o.env = s.env
@@ -51,6 +60,11 @@ select
     (server_cpu_after_s - server_cpu_before_s) / nullif(wall_s, 0) as server_cpu_share,
     keys_sampled / nullif(wall_s, 0) as keys_per_s,
     own_usec / nullif(keys_sampled, 0) as server_us_per_key,
+    scan_cpu_s / nullif(wall_s, 0) as cpu_share,
+    /* The server process's own CPU (all clients) over the scan, read from /proc. */
+    process_cpu_s / nullif(wall_s, 0) as process_cpu_share,
+    1e6 * scan_cpu_s / nullif(keys_sampled, 0) as server_cpu_us_per_key,
+    commands / nullif(keys_sampled, 0) as commands_per_key,
     /* Sampled sums times this estimate the whole database (1 when complete). */
     case
         when stop_reason = 'complete' then 1.0

@@ -21,6 +21,11 @@ scan_level as (
             as ks_unattributed_share,
         busy_share as ks_busy_share,
         server_us_per_key as ks_server_us_per_key,
+        cpu_share as ks_server_cpu_share,
+        server_cpu_us_per_key as ks_server_cpu_us_per_key,
+        scan_cpu_s as ks_server_cpu_s,
+        cpu_peak_share as ks_server_cpu_peak_share,
+        keys_touched::double as ks_keys_touched,
         keys_per_s as ks_keys_per_s,
         memory_usage_total_bytes::double as ks_memory_usage_total_bytes,
         keys_sampled,
@@ -48,7 +53,9 @@ long as (
     from (
         unpivot scan_level
         on ks_keys_sampled, ks_coverage_share, ks_attributed_share, ks_unattributed_share,
-           ks_busy_share, ks_server_us_per_key, ks_keys_per_s, ks_memory_usage_total_bytes
+           ks_busy_share, ks_server_us_per_key, ks_keys_per_s, ks_memory_usage_total_bytes,
+           ks_server_cpu_share, ks_server_cpu_us_per_key, ks_server_cpu_s,
+           ks_server_cpu_peak_share, ks_keys_touched
         into name figure value value
     )
     union all by name

@@ -3,5 +3,7 @@ select
     *,
     memory_usage_total_bytes * scale / nullif(used_memory_bytes, 0) as attributed_share,
     1 - memory_usage_total_bytes * scale / nullif(used_memory_bytes, 0) as unattributed_share,
-    busy_share <= busy_share_cap * 1.1 as within_busy_share,  /* 10 %: one round's lag */
+    /* The budget's basis: the server's CPU since the footprint-free scan, commandstats
+       before. 10 %: one round's lag. */
+    coalesce(cpu_share, busy_share) <= busy_share_cap * 1.1 as within_busy_share,
 from {{ ref('keyspace_scan_costs') }}

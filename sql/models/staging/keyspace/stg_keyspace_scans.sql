@@ -1,5 +1,6 @@
-/* One row per key space scan (a run and environment) of the batch: its budget and how it
-   ended. */
+/* One row per key space scan (a run and environment) of the batch: its budget, how it ended,
+   what it cost the server and what it did to the keys' clocks. Columns after first_error are
+   null for scans before the footprint-free scan. */
 select
     run_id,
     env,
@@ -8,7 +9,8 @@ select
     paused_s,                   /* slept to stay within the busy share */
     stop_reason,                /* complete | key_cap | time_cap */
     max_keys,
-    busy_share_cap,
+    busy_share_cap,             /* the budget: a share of the server's time (CPU since the
+                                   footprint-free scan, commandstats before) */
     max_wall_s,
     scan_count,
     memory_samples,             /* null: the server's default (5) */
@@ -28,7 +30,22 @@ select
     scan_calls,
     duplicates,
     vanished,
-    guesses_wrong,
+    guesses_wrong,              /* length commands answered WRONGTYPE */
     errors,
     first_error,
+    allow_touch,                /* length commands allowed without CLIENT NO-TOUCH */
+    server_version,
+    touch_mode,                 /* no-touch | skipped (elements null) | touched */
+    touch_note,                 /* why CLIENT NO-TOUCH was not used */
+    keys_touched,               /* keys whose LRU/LFU clock the scan moved */
+    keyspace_lookups,           /* commands counted in INFO keyspace_hits/misses */
+    commands,
+    scan_cpu_start_s,           /* INFO used_cpu_sys + used_cpu_user, all clients */
+    scan_cpu_end_s,
+    baseline_cpu_share,         /* the server's CPU rate just before the scan */
+    baseline_window_s,
+    process_cpu_s,              /* /proc, prober on the server's host only */
+    cpu_peak_share,             /* highest share over one pacing window (>= 0.1 s) */
+    cpu_peak_window_s,
+    over_budget_longest_s,      /* longest run of pacing windows over the budget */
 from {{ source('lake', 'raw_keyspace_scans') }}
