@@ -194,6 +194,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_process(process: subprocess.Popen | None, grace_s: float = 5.0) -> None:
+    """SIGTERM a child still running, SIGKILL it after `grace_s`, and reap it."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class RedisProcess:
     """A redis-server child process on 127.0.0.1, without persistence; stopped on exit."""
 
@@ -299,13 +311,7 @@ class RedisProcess:
 
     def stop(self) -> None:
         """Terminate the server and remove its directory."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        stop_process(self._process)
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None

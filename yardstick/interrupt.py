@@ -118,12 +118,6 @@ def sleep(seconds: float) -> None:
     check()
 
 
-def wait_bound(timeout_s: float) -> float:
-    """`timeout_s` cut to what is left of the family's bound (at least a moment)."""
-    left = remaining_s()
-    return timeout_s if left is None else max(0.05, min(timeout_s, left))
-
-
 _signals: list[int] = []
 
 

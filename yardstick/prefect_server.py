@@ -13,13 +13,14 @@ import ctypes
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from urllib.error import URLError
 from urllib.request import urlopen
+
+from yardstick.embedded import free_port, stop_process
 
 START_TIMEOUT_S = 60.0
 ATTEMPTS = 2
@@ -37,13 +38,6 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
         pass  # not Linux: the pid file lets the next run stop a leftover server
-
-
-def _free_port() -> int:
-    """A free loopback port."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _is_our_server(pid: int) -> bool:
@@ -92,7 +86,7 @@ class PrivatePrefectServer:
         return f"http://127.0.0.1:{self.port}/api"
 
     def _spawn(self) -> subprocess.Popen:
-        self.port = _free_port()
+        self.port = free_port()
         log = open(self.home / "server.log", "ab")  # noqa: SIM115 (the child keeps it)
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
                "PREFECT__SERVER_FINAL": "1"}
@@ -155,19 +149,9 @@ class PrivatePrefectServer:
             f"(log: {self.home / 'server.log'}; or set PREFECT_API_URL to a running server)"
         )
 
-    def start(self) -> PrivatePrefectServer:
-        """Spawn and wait."""
-        return self.spawn().wait()
-
     def stop(self) -> None:
         """Stop the server and forget its pid file."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, grace_s=10)
         self.process = None
         (self.home / PIDFILE).unlink(missing_ok=True)
 
