@@ -60,7 +60,13 @@ def run_family(
     """Run one family and land its tables; return its step row (with `unreachable` set when
     the failure means the server cannot be reached)."""
     step_start, step_started_at = time.perf_counter(), utc_now()
-    step = {"family": family.name, "started_at": step_started_at, "window_s": 0.0}
+    step = {
+        "family": family.name,
+        "started_at": step_started_at,
+        "window_s": 0.0,
+        "params": family.params_json(profile),
+        "params_digest": family.params_digest(profile),
+    }
     skip = family.skip_reason(env)
     if unreachable:
         skip = f"not attempted: server unreachable ({unreachable})"

@@ -17,6 +17,7 @@ from prefect.utilities.annotations import quote
 
 from yardstick import compaction, interrupt, lake, retention, warehouse
 from yardstick.config import Environment
+from yardstick.flows.announce import announce_verdicts
 from yardstick.flows.hostlock import host_slot
 from yardstick.flows.landing import (
     cleanup_step,
@@ -176,7 +177,8 @@ def publish(reports: dict[str, str], out_dir: str, warehouse_path: str, run_id: 
         cursor = con.execute(
             "select env, figure, subject, nature, round(value, 6) as value, unit,"
             " round(baseline_median, 6) as baseline_median,"
-            " round(change_share * 100, 2) as change_pct, verdict"
+            " round(change_share * 100, 2) as change_pct,"
+            " round(noise_share * 100, 2) as noise_band_pct, verdict"
             " from changes where verdict not in ('steady', 'new') order by env, verdict, figure"
         )
         names = [d[0] for d in cursor.description]
@@ -235,6 +237,8 @@ def nightly(
     for outcome in outcomes:
         outcome.report = reports.get(outcome.env)
     publish(reports, out_dir, warehouse_path, run_id)
+    # Tonight's verdict per environment as a Prefect event: an automation notifies people.
+    announce_verdicts(warehouse_path, run_id)
     summary = RunSummary(
         run_id=run_id,
         profile=chosen.name,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from pydantic import BaseModel
 
 from yardstick.config import ConfigError, Environment
 from yardstick.profiles import Profile
@@ -47,6 +51,22 @@ class Family:
     tool: str | None = None
     # Extra condition: returns why the family does not apply, or None.
     applies: Callable[[Environment], str | None] | None = None
+    # What the family is asked to do: the profile settings it reads. Their digest keys its
+    # figures' series, so a point is compared only with points measured the same way.
+    params: Callable[[Profile], dict[str, BaseModel | float]] | None = None
+
+    def params_json(self, profile: Profile) -> str:
+        """The family's settings in `profile`, as canonical JSON ("{}" for a family with none)."""
+        asked = self.params(profile) if self.params else {}
+        plain = {
+            name: value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+            for name, value in asked.items()
+        }
+        return json.dumps(plain, sort_keys=True, separators=(",", ":"))
+
+    def params_digest(self, profile: Profile) -> str:
+        """A short digest of params_json: equal digests, same workload."""
+        return hashlib.sha256(self.params_json(profile).encode()).hexdigest()[:12]
 
     def skip_reason(self, env: Environment) -> str | None:
         """Why this family does not run on `env`, or None when it does."""
@@ -76,27 +96,34 @@ FAMILIES: list[Family] = [
     Family(
         "intrinsic", lambda env, profile, ctx: intrinsic(profile.intrinsic),
         needs_server_host=True, tool="redis-cli",
+        params=lambda p: {"intrinsic": p.intrinsic},
     ),
-    Family("round_trip", lambda env, profile, ctx: round_trip(env, profile.round_trip)),
+    Family(
+        "round_trip", lambda env, profile, ctx: round_trip(env, profile.round_trip),
+        params=lambda p: {"round_trip": p.round_trip},
+    ),
 ]
 
 # Slow commands and stalls. Collection first: it reads the application's SLOWLOG entries
 # before the scratch experiments fill the queue with the tool's own.
 FAMILIES += [
-    Family("slowlog", lambda env, profile, ctx: collect_slowlog(env, profile.slowlog)),
+    Family(
+        "slowlog", lambda env, profile, ctx: collect_slowlog(env, profile.slowlog),
+        params=lambda p: {"slowlog": p.slowlog},
+    ),
     Family("latency_monitor", lambda env, profile, ctx: collect_latency(env)),
     Family("counters", lambda env, profile, ctx: snapshot_counters(env)),
     Family(
         "contention", lambda env, profile, ctx: contention(env, profile.contention),
-        scratch_only=True,
+        scratch_only=True, params=lambda p: {"contention": p.contention},
     ),
     Family(
         "slow_commands", lambda env, profile, ctx: slow_commands(env, profile.slow_commands),
-        scratch_only=True,
+        scratch_only=True, params=lambda p: {"slow_commands": p.slow_commands},
     ),
     Family(
         "agreement", lambda env, profile, ctx: agreement(env, profile.agreement),
-        scratch_only=True,
+        scratch_only=True, params=lambda p: {"agreement": p.agreement},
     ),
 ]
 
@@ -106,12 +133,21 @@ FAMILIES += [
     Family(
         "throughput", lambda env, profile, ctx: throughput(env, profile.throughput),
         scratch_only=True, tool="redis-benchmark",
+        params=lambda p: {"throughput": p.throughput},
     ),
     Family(
         "memtier", lambda env, profile, ctx: memtier(env, profile.memtier),
         scratch_only=True, tool="memtier_benchmark",
+        params=lambda p: {"memtier": p.memtier},
     ),
-    Family("transport", lambda env, profile, ctx: _transport(env, profile, ctx), applies=_paired),
+    Family(
+        "transport", lambda env, profile, ctx: _transport(env, profile, ctx), applies=_paired,
+        params=lambda p: {
+            "transport": p.transport,
+            "throughput": p.throughput,
+            "interval_ms": p.round_trip.interval_ms,
+        },
+    ),
 ]
 
 
@@ -129,9 +165,12 @@ def _transport(env: Environment, profile: Profile, ctx: RunContext) -> Measured:
 FAMILIES += [
     Family(
         "memory", lambda env, profile, ctx: memory_by_difference(env, profile.memory),
-        scratch_only=True,
+        scratch_only=True, params=lambda p: {"memory": p.memory},
     ),
-    Family("keyspace", lambda env, profile, ctx: keyspace(env, profile.keyspace)),
+    Family(
+        "keyspace", lambda env, profile, ctx: keyspace(env, profile.keyspace),
+        params=lambda p: {"keyspace": p.keyspace},
+    ),
 ]
 
 

@@ -10,7 +10,7 @@ import duckdb
 from jinja2 import Environment as Jinja
 from jinja2 import PackageLoader, StrictUndefined
 
-from yardstick.charts import render_charts
+from yardstick.charts import MOVED, render_charts, render_verdict_charts
 from yardstick.warehouse import connect_read_only
 
 NATURE_LABEL = {
@@ -105,13 +105,30 @@ def environment_context(con: duckdb.DuckDBPyConnection, run: dict) -> dict:
     steps = _rows(
         con, "select * from stg_steps where run_id = ? and env = ? order by started_at", key
     )
+    tables = _report_tables(con, key)
     return {
         "run": run,
         "facts": facts[0] if facts else None,
         "steps": steps,
         "families": families,
         "by_name": {f["figure"]: f for f in figures},
-        "tables": _report_tables(con, key),
+        "tables": tables,
+        "verdict": verdict_context(con, run, tables.get("changes", [])),
+    }
+
+
+def verdict_context(con: duckdb.DuckDBPyConnection, run: dict, judged: list[dict]) -> dict:
+    """Tonight's verdict for one environment's run: the counts, what moved, what could not be
+    judged, and the runs of this environment that crashed."""
+    summary = _rows(con, "select * from verdicts where env = ? and run_id = ?",
+                    [run["env"], run["run_id"]])
+    return {
+        "summary": summary[0] if summary else None,
+        "moved": [r for r in judged if r["verdict"] in MOVED],
+        "noisy": [r for r in judged if r["verdict"] == "noisy"],
+        "environment_changed": [r for r in judged if r["verdict"] == "environment changed"],
+        "crashed": _rows(con, "select * from crashed_runs where env = ? order by run_id",
+                         [run["env"]]),
     }
 
 
@@ -147,6 +164,10 @@ def render_reports(
         contexts = [environment_context(con, run) for run in _latest_runs(con, run_id)]
         for context in contexts:
             context["charts"] = render_charts(con, out, context["run"])
+            moved = context["verdict"]["moved"]
+            files = render_verdict_charts(con, out, context["run"], moved)
+            for row in moved:
+                row["chart"] = files.get((row["figure"], row["subject"]))
         comparison = comparison_context(con)
     finally:
         con.close()

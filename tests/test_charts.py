@@ -284,7 +284,12 @@ def test_reports_link_their_charts_and_skip_charts_without_data(built, tmp_path)
     # One run and no benchmark: only the round-trip distribution has data.
     assert "(charts/single-rtt.svg)" in single
     assert "single-trends" not in single and "single-throughput" not in single
-    assert sorted(p.name for p in (tmp_path / "charts").iterdir()) == [
+    names = sorted(p.name for p in (tmp_path / "charts").iterdir())
+    # The verdict's own charts: one per figure that moved tonight, each linked and valid.
+    moved = [name for name in names if name.startswith("steady-trend-")]
+    assert moved and all(f"(charts/{name})" in steady for name in moved)
+    assert all(_is_svg(tmp_path / "charts" / name) for name in moved)
+    assert [name for name in names if name not in moved] == [
         "single-rtt.svg",
         "steady-rtt.svg",
         "steady-throughput.svg",

@@ -1,5 +1,8 @@
-"""History: trends, change detection and the comparison report on synthetic lakes built in
-the real lake format (hand-made rows, as dbt tests give `given` rows to a model)."""
+"""History: series, verdicts, change detection and the comparison report on synthetic lakes
+built in the real lake format (hand-made rows, as dbt tests give `given` rows to a model).
+
+One lake holds one environment per story (a step, noise, an outlier, a profile switch, a
+crashed run, an upgrade) and is built once: each dbt build costs seconds."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+import pytest
 from typer.testing import CliRunner
 
 from yardstick import lake, warehouse
@@ -17,18 +21,27 @@ from yardstick.reports.render import render_reports
 from yardstick.schemas import to_table
 
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+QUICK, NIGHTLY = "0a1b2c3d4e5f", "9f8e7d6c5b4a"  # params digests of the two profiles
 
 
 def land_run(lake_dir: Path, env: str, day: int, speedup: float, rps: float,
-             version: str = "7.0.15", same_server_as: str | None = None) -> str:
-    """One nightly run of `env`: runs, fingerprint and a 2-cell benchmark giving `speedup`."""
+             version: str = "7.0.15", same_server_as: str | None = None,
+             profile: str = "nightly", digest: str | None = None,
+             run_row: bool = True) -> str:
+    """One run of `env`: runs, steps, fingerprint and a 2-cell benchmark giving `speedup`.
+    Without `run_row`, the run was killed before it could land its run row."""
     started = START + timedelta(days=day)
     run_id = lake.new_run_id(started)
-    lake.write(lake_dir, "runs", env, run_id, to_table("runs", [{
-        "profile": "nightly", "started_at": started, "finished_at": started, "duration_s": 1.0,
-        "status": "ok", "mode": "scratch", "transport": "direct", "url": "redis://x:1/0",
-        "same_server_as": same_server_as, "prober_on_host": True,
-    }]))
+    if run_row:
+        lake.write(lake_dir, "steps", env, run_id, to_table("steps", [{
+            "family": "throughput", "status": "ok", "started_at": started,
+            "params_digest": digest or (NIGHTLY if profile == "nightly" else QUICK),
+        }]))
+        lake.write(lake_dir, "runs", env, run_id, to_table("runs", [{
+            "profile": profile, "started_at": started, "finished_at": started,
+            "duration_s": 1.0, "status": "ok", "mode": "scratch", "transport": "direct",
+            "url": "redis://x:1/0", "same_server_as": same_server_as, "prober_on_host": True,
+        }]))
     facts = [("server", "redis_version", version), ("probe", "transport", "direct"),
              ("probe", "prober_on_host", "true"), ("prober", "cores", "2")]
     lake.write(lake_dir, "fingerprint", env, run_id, to_table(
@@ -48,8 +61,13 @@ def build(tmp_path: Path) -> duckdb.DuckDBPyConnection:
 
 
 def noisy(value: float, share: float, rng: random.Random) -> float:
-    """`value` with Gaussian noise whose standard deviation is `share` of it (± share)."""
+    """`value` with Gaussian noise whose standard deviation is `share` of it."""
     return value * (1 + rng.gauss(0, share))
+
+
+def within(value: float, share: float, rng: random.Random) -> float:
+    """`value` somewhere within ± `share` of it (bounded noise)."""
+    return value * (1 + rng.uniform(-share, share))
 
 
 def verdict(con, env: str, figure: str, subject: str) -> str:
@@ -60,67 +78,162 @@ def verdict(con, env: str, figure: str, subject: str) -> str:
     ).fetchone()[0]
 
 
+def verdicts_over_time(con, env: str, figure: str, subject: str) -> list[str]:
+    """The verdict every run of one series got, oldest first."""
+    return [r[0] for r in con.execute(
+        "select verdict from figure_trends where env = ? and figure = ? and subject = ?"
+        " order by started_at", [env, figure, subject]).fetchall()]
+
+
 SPEEDUP = "pipeline_speedup", "set c1 3B"
 RPS = "bench_rps", "set c1 P1 3B"
 
 
-def test_step_of_20_percent_is_found_at_the_right_run(tmp_path):
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
+    """One lake, one environment per story, built once; run ids per environment."""
+    root = tmp_path_factory.mktemp("history")
+    lake_dir = root / "lake"
     rng = random.Random(13)
-    run_ids = [
-        land_run(tmp_path / "lake", "a", day, noisy(10 if day < 15 else 12, 0.02, rng), 1e5)
-        for day in range(30)
-    ]
-    con = build(tmp_path)
-    points = series_change_points(con, "a", *SPEEDUP)
-    assert [p.run_id for p in points] == [run_ids[15]]
-    assert 0.15 < points[0].change_share < 0.25
+    runs: dict[str, list[str]] = {}
 
+    def land(env: str, day: int, speedup: float, rps: float, **kw) -> None:
+        runs.setdefault(env, []).append(land_run(lake_dir, env, day, speedup, rps, **kw))
 
-def test_step_in_the_latest_run_is_judged_by_direction(tmp_path):
-    rng = random.Random(13)
-    for day in range(20):
-        speedup = 10.0 if day < 19 else 8.0  # fewer rps from pipelining: worse
-        rps = 1e5 if day < 19 else 1.2e5     # more rps: better
-        land_run(tmp_path / "lake", "a", day, noisy(speedup, 0.02, rng), noisy(rps, 0.02, rng))
-    con = build(tmp_path)
-    assert verdict(con, "a", *SPEEDUP) == "regression"
-    assert verdict(con, "a", *RPS) == "improvement"
-
-
-def test_pure_noise_is_no_regression(tmp_path):
-    rng = random.Random(13)
+    for day in range(30):
+        # A 20 % step in the last two runs of a series with ±5 % noise: worse pipelining,
+        # more requests per second.
+        step = day >= 28
+        land("step", day, within(8.0 if step else 10.0, 0.05, rng),
+             within(1.2e5 if step else 1e5, 0.05, rng))
+        # A real step half-way, for the change-point locator.
+        land("located", day, noisy(12 if day >= 15 else 10, 0.02, rng), 1e5)
+        # One run 40 % off in the middle, then back: never a regression.
+        land("outlier", day, within(14.0 if day == 20 else 10.0, 0.01, rng), 1e5)
+        # One run 40 % off, tonight: one run is no alarm yet.
+        land("outlier-tonight", day, within(14.0 if day == 29 else 10.0, 0.01, rng), 1e5)
     for day in range(40):
-        land_run(tmp_path / "lake", "a", day, noisy(10, 0.03, rng), noisy(1e5, 0.03, rng))
-    con = build(tmp_path)
-    assert verdict(con, "a", *SPEEDUP) == "steady"
-    assert verdict(con, "a", *RPS) == "steady"
-    assert series_change_points(con, "a", *SPEEDUP) == []
-
-
-def test_a_noisy_series_is_unstable_not_judged(tmp_path):
-    rng = random.Random(13)
-    for day in range(40):
-        land_run(tmp_path / "lake", "a", day, noisy(10, 0.15, rng), noisy(1e5, 0.15, rng))
-    con = build(tmp_path)
-    assert verdict(con, "a", *SPEEDUP) == "unstable"
-    assert verdict(con, "a", *RPS) == "unstable"
-
-
-def test_a_new_version_is_flagged_not_called_a_regression(tmp_path):
-    rng = random.Random(13)
+        land("noise", day, within(10, 0.05, rng), within(1e5, 0.05, rng))  # ± 5 %
+        land("quiet", day, noisy(10, 0.01, rng), noisy(1e5, 0.01, rng))    # σ 1 %
+    # Four quick runs, then a nightly run: another workload, twice the speedup.
+    for day in range(4):
+        land("switch", day, within(10, 0.01, rng), 1e5, profile="quick")
+    land("switch", 4, 20.0, 2e5, profile="nightly")
+    # A run killed before its run row, between complete ones.
+    for day in range(6):
+        land("crashed", day, 10.0, 1e5, run_row=day != 3)
+    # An upgrade tonight: slower (absolute) and a ratio moved with it.
     for day in range(20):
         version = "7.0.15" if day < 19 else "7.4.1"
-        rps = 1e5 if day < 19 else 0.6e5  # the new environment is slower: not a regression
-        land_run(tmp_path / "lake", "a", day, noisy(10, 0.02, rng), noisy(rps, 0.02, rng),
-                 version=version)
-    con = build(tmp_path)
-    assert verdict(con, "a", *RPS) == "environment changed"
+        land("upgrade", day, within(10.0 if day < 19 else 7.0, 0.02, rng),
+             within(1e5 if day < 19 else 0.6e5, 0.02, rng), version=version)
+    warehouse.build(lake_dir, root / "w.duckdb")
+    return root, runs
+
+
+@pytest.fixture
+def con(history):
+    connection = duckdb.connect(str(history[0] / "w.duckdb"), read_only=True)
+    yield connection
+    connection.close()
+
+
+def test_a_20_percent_step_in_5_percent_noise_is_a_regression_once_confirmed(con, history):
+    assert verdict(con, "step", *SPEEDUP) == "regression"
+    assert verdict(con, "step", *RPS) == "improvement"
+    # The step's first run alone was not yet called one; no run before it was.
+    over_time = verdicts_over_time(con, "step", *SPEEDUP)
+    assert over_time[28] == "unconfirmed"
+    assert not {"regression", "improvement", "unconfirmed"} & set(over_time[:28])
+    share, band, first = con.execute(
+        "select change_share, noise_share, first_night from changes"
+        " where env = 'step' and figure = ? and subject = ?", list(SPEEDUP)).fetchone()
+    assert -0.3 < share < -0.1 and 0 < band < abs(share) and first
+
+
+def test_noise_raises_no_alarm_and_says_when_it_hides_5_percent(con):
+    for env in ("noise", "quiet"):
+        for series in (SPEEDUP, RPS):
+            over_time = verdicts_over_time(con, env, *series)
+            assert len(over_time) == 40
+            assert not {"regression", "improvement", "changed"} & set(over_time), (env, series)
+    # ± 5 % noise: a 5 % change would hide in it, and the verdict says so with its band.
+    assert verdict(con, "noise", *SPEEDUP) == "noisy"
+    assert con.execute(
+        "select noise_share from changes where env = 'noise' and figure = ? and subject = ?",
+        list(SPEEDUP)).fetchone()[0] > 0.05
+    assert verdict(con, "quiet", *SPEEDUP) == "steady"
+    judged, noisy, figures = con.execute(
+        "select judged, noisy, figures from verdicts where env = 'quiet'").fetchone()
+    assert judged + noisy == figures and judged > noisy
+
+
+def test_a_single_outlier_run_is_no_regression(con):
+    assert not {"regression", "improvement"} & set(verdicts_over_time(con, "outlier", *SPEEDUP))
+    assert verdict(con, "outlier", *SPEEDUP) == "steady"
+    assert verdict(con, "outlier-tonight", *SPEEDUP) == "unconfirmed"
+    assert con.execute(
+        "select verdict from verdicts where env = 'outlier-tonight'").fetchone()[0] == "unconfirmed"
+
+
+def test_a_profile_switch_starts_a_new_series_with_a_marker(con, history):
+    row = con.execute(
+        "select verdict, series_started, baseline_n, previous_profile, profile from changes"
+        " where env = 'switch' and figure = ? and subject = ?", list(SPEEDUP)).fetchone()
+    # Compared with nothing: the four quick runs are another series (twice the speedup here).
+    assert row == ("new", True, 0, "quick", "nightly")
+    assert con.execute("select regressions, new_series = figures from verdicts"
+                       " where env = 'switch'").fetchone() == (0, True)
+    result = CliRunner().invoke(app, [
+        "trend", "--env", "switch", "--figure", SPEEDUP[0], "--subject", SPEEDUP[1],
+        "--warehouse", str(history[0] / "w.duckdb")])
+    assert result.exit_code == 0, result.output
+    assert "new series (quick → nightly, settings nightly/" in result.output
+    assert "latest run: new" in result.output
+
+
+def test_a_crashed_runs_files_are_excluded_and_listed(con, history):
+    crashed = history[1]["crashed"][3]
+    for table in ("figures", "figure_trends", "stg_runs"):
+        assert con.execute(f"select count(*) from {table} where run_id = ?", [crashed]
+                           ).fetchone()[0] == 0
+    assert con.execute("select count(*) from figures where env = 'crashed'").fetchone()[0] > 0
+    rows = con.execute("select env, run_id, tables, why from crashed_runs").fetchall()
+    assert [(r[0], r[1]) for r in rows] == [("crashed", crashed)]
+    assert rows[0][2] == ["benchmark", "fingerprint"] and "later run" in rows[0][3]
+
+
+def test_an_upgrade_is_flagged_not_called_a_regression(con):
+    assert verdict(con, "upgrade", *RPS) == "environment changed"
+    assert verdict(con, "upgrade", *SPEEDUP) == "environment changed"
     changed = con.execute(
-        "select count(*) from figure_trends where env = 'a' and environment_changed"
+        "select count(*) from figure_trends where env = 'upgrade' and environment_changed"
         " and figure = 'bench_rps' and subject = ?", [RPS[1]]).fetchone()[0]
     assert changed == 1
     # The absolute series restarts at the change: no change point is claimed across it.
-    assert series_change_points(con, "a", *RPS) == []
+    assert series_change_points(con, "upgrade", *RPS) == []
+
+
+def test_a_step_is_located_at_the_right_run(con, history):
+    points = series_change_points(con, "located", *SPEEDUP)
+    assert [p.run_id for p in points] == [history[1]["located"][15]]
+    assert 0.15 < points[0].change_share < 0.25
+
+
+def test_changes_exits_non_zero_on_a_regression_and_reports_lead_with_it(history, tmp_path):
+    root, _ = history
+    runner = CliRunner()
+    result = runner.invoke(app, ["changes", "--warehouse", str(root / "w.duckdb")])
+    assert result.exit_code == 1, result.output
+    assert "regression" in result.output and "crashed" in result.output
+    quiet = runner.invoke(app, ["changes", "--env", "quiet", "--warehouse", str(root / "w.duckdb")])
+    assert quiet.exit_code == 0, quiet.output
+    render_reports(root / "w.duckdb", tmp_path)
+    first_screen = "\n".join((tmp_path / "step.md").read_text().splitlines()[:12])
+    assert "regression" in first_screen and "pipeline_speedup" in first_screen
+    assert "charts/step-trend-pipeline_speedup" in first_screen
+    index = "\n".join((tmp_path / "index.md").read_text().splitlines()[:25])
+    assert "regression" in index and "pipeline_speedup" in index and "crashed" in index
 
 
 def test_comparison_report_holds_every_environment(tmp_path):
@@ -151,9 +264,8 @@ def test_cli_on_empty_and_unknown(tmp_path):
               "--warehouse", str(tmp_path / "w.duckdb")])
     assert result.exit_code == 2 and "--subject" in result.output and "set c1 3B" in result.output
     result = runner.invoke(
-        app, ["trend", "--env", "a", "--figure", "pipeline_speedup", "--subject", "set c1 3B",
-              "--warehouse", str(tmp_path / "w.duckdb")])
-    assert result.exit_code == 0 and "latest run: new" in result.output
+        app, ["changes", "--env", "nowhere", "--warehouse", str(tmp_path / "w.duckdb")])
+    assert result.exit_code == 2 and "--env" in result.output
 
 
 def test_changes_speak_only_of_the_latest_run(tmp_path):
@@ -167,11 +279,53 @@ def test_changes_speak_only_of_the_latest_run(tmp_path):
     }]))
     con = build(tmp_path)
     assert con.execute("select count(*) from changes").fetchone()[0] == 0
+    assert con.execute("select verdict from verdicts").fetchone()[0] == "not judged"
 
 
-def test_a_ratio_that_moves_with_a_new_version_is_flagged(tmp_path):
-    rng = random.Random(21)
-    for day in range(20):
-        version, speedup = ("7.0.15", 10.0) if day < 19 else ("7.4.1", 7.0)
-        land_run(tmp_path / "lake", "a", day, noisy(speedup, 0.02, rng), 1e5, version=version)
-    assert verdict(build(tmp_path), "a", *SPEEDUP) == "environment changed"
+@pytest.mark.server_agnostic  # the Prefect server only: no Redis server is read
+def test_a_regression_is_announced_as_a_prefect_event(history, prefect_server):
+    """The nightly flow's announce step emits one event per environment; read back through
+    Prefect's API: the regression's figure and size are in the payload."""
+    import time
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.events.filters import EventFilter, EventNameFilter
+
+    from yardstick.flows.announce import announce_verdicts
+
+    step_run = history[1]["step"][-1]
+
+    @flow
+    def tonight() -> list[str]:
+        return announce_verdicts(str(history[0] / "w.duckdb"), step_run)
+
+    assert tonight() == ["yardstick.regression"]
+    deadline = time.monotonic() + 30
+    with get_client(sync_client=True) as client:
+        while True:  # the server persists events in batches
+            events = client.read_events(
+                EventFilter(event=EventNameFilter(name=["yardstick.regression"])), limit=50
+            ).events
+            mine = [e for e in events if e.payload.get("run_id") == step_run]
+            if mine or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    assert len(mine) == 1
+    event = mine[0]
+    assert event.resource.id == "yardstick.environment.step"
+    moved = {(f["figure"], f["verdict"]): f for f in event.payload["figures"]}
+    speedup = moved[("pipeline_speedup", "regression")]
+    assert -30 < speedup["change_pct"] < -10 and speedup["noise_band_pct"] > 0
+    assert event.payload["regressions"] == 1
+    # The README's automation would fire on it.
+    import fnmatch
+
+    import yaml
+    from prefect.events.schemas.automations import AutomationCore
+
+    example = Path(__file__).parents[1] / "examples" / "regression-automation.yaml"
+    automation = AutomationCore.model_validate(yaml.safe_load(example.read_text()))
+    assert event.event in automation.trigger.expect
+    pattern = automation.trigger.match.root["prefect.resource.id"]
+    assert fnmatch.fnmatch(event.resource.id, pattern)

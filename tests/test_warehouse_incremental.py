@@ -71,14 +71,19 @@ def history(prefect_server, tmp_path_factory):
             Environment(name="alpha", url=a.url, mode="scratch"),
             Environment(name="beta", url=b.url, mode="read-only"),
         ]
+        # Run ids a second apart, in landing order: two runs of one environment within the
+        # same second would sort by their random suffix, and a later batch could hold an
+        # "older" run (then the update rightly rebuilds instead of appending).
+        first = datetime.now(UTC) - timedelta(hours=1)
+        ids = (lake.new_run_id(first + timedelta(seconds=i)) for i in range(100))
         for batch in range(3):
             for step in range(3):
                 for env, server in zip(envs, (a, b), strict=True):
                     _traffic(server.url, slow=step + batch)
                     if step == 1:
-                        _measure(lake_dir, env, NIGHT_FAMILIES, lake.new_run_id(), night)
+                        _measure(lake_dir, env, NIGHT_FAMILIES, next(ids), night)
                     else:
-                        _measure(lake_dir, env, COLLECT_FAMILIES, lake.new_run_id(), collect)
+                        _measure(lake_dir, env, COLLECT_FAMILIES, next(ids), collect)
             if batch == 1:
                 compaction.compact(lake_dir)  # the incremental path must read compacted files
             copies.append(Path(shutil.copytree(lake_dir, root / f"after-{batch}")))

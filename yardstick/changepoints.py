@@ -74,16 +74,17 @@ def series_change_points(
 ) -> list[ChangePoint]:
     """Change points of one series from the warehouse's figure_trends.
 
-    Absolutes are split at environment changes first (a new version is not a regression)."""
+    The series is split first by what was asked (profile and settings: another workload is
+    not a change), and absolutes at environment changes (a new version is not a regression)."""
     rows = con.execute(
-        "select run_id, started_at, value, nature, segment from figure_trends"
+        "select run_id, started_at, value, nature, segment, series from figure_trends"
         " where env = ? and figure = ? and subject = ? and value is not null"
         " order by started_at, run_id",
         [env, figure, subject],
     ).fetchall()
-    pieces: dict[int, list[tuple]] = {}
+    pieces: dict[tuple[str, int], list[tuple]] = {}
     for row in rows:
-        key = row[4] if row[3] == "absolute" else 0
+        key = (row[5], row[4] if row[3] == "absolute" else 0)
         pieces.setdefault(key, []).append(row)
     found: list[ChangePoint] = []
     for piece in pieces.values():

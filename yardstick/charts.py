@@ -3,7 +3,9 @@ the client round-trip distribution and the throughput matrix of the reported run
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -77,6 +79,94 @@ def render_charts(con: duckdb.DuckDBPyConnection, out_dir: Path, run: dict) -> l
     return charts
 
 
+# Verdicts whose figure gets a chart of its own, linked from the report's first lines.
+MOVED = ("regression", "improvement", "changed", "unconfirmed")
+MAX_VERDICT_CHARTS = 12
+
+
+def verdict_chart_file(env: str, figure: str, subject: str) -> str:
+    """Where the trend chart of one judged series lives, relative to the reports folder."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", subject).strip("_")
+    return f"charts/{env}-trend-{figure}{'-' + slug if slug else ''}.svg"
+
+
+def render_verdict_charts(
+    con: duckdb.DuckDBPyConnection, out_dir: Path, run: dict, moved: list[dict]
+) -> dict[tuple[str, str], str]:
+    """One trend chart per moved figure (at most MAX_VERDICT_CHARTS, in the given order):
+    (figure, subject) -> file. Charts of this environment that no longer apply are removed."""
+    out_dir = Path(out_dir)
+    written: dict[tuple[str, str], str] = {}
+    for row in [r for r in moved if r["verdict"] in MOVED][:MAX_VERDICT_CHARTS]:
+        relative = verdict_chart_file(run["env"], row["figure"], row["subject"])
+        with matplotlib.rc_context(_RC):
+            figure = _verdict_chart(con, run, row)
+            _save(figure, out_dir / relative)
+        written[(row["figure"], row["subject"])] = relative
+    keep = {out_dir / name for name in written.values()}
+    for old in (out_dir / "charts").glob(f"{glob.escape(run['env'])}-trend-*.svg"):
+        if old not in keep:
+            old.unlink(missing_ok=True)  # a chart of a figure no longer moved would mislead
+    return written
+
+
+def _verdict_chart(con: duckdb.DuckDBPyConnection, run: dict, row: dict) -> Figure:
+    """One series over time: each run's judged value, its series' rolling median, tonight's
+    baseline and noise band, and markers where the series or the environment changed."""
+    env, figure, subject = run["env"], row["figure"], row["subject"]
+    points = con.execute(
+        "select started_at, judged_value, rolling_median, series, series_started,"
+        " environment_changed, profile from figure_trends"
+        " where env = ? and figure = ? and subject = ? and started_at <= ?"
+        " order by started_at, run_id",
+        [env, figure, subject, run["started_at"]],
+    ).fetchall()
+    fig = _figure(3.3, top_in=0.95)
+    ax = fig.subplots()
+    locator = AutoDateLocator(maxticks=8)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    latest_series = points[-1][3] if points else None
+    for series in dict.fromkeys(p[3] for p in points):
+        mine = [p for p in points if p[3] == series]
+        current = series == latest_series
+        ax.plot(
+            [p[0] for p in mine], [p[1] for p in mine],
+            marker="." if len(mine) <= MAX_DOTS else None, markersize=3, linewidth=0.8,
+            color="tab:blue" if current else "0.6",
+            label=f"{mine[-1][6] or 'unknown'} ({series})" if not current else "this series",
+        )
+        if current:
+            ax.plot([p[0] for p in mine], [p[2] for p in mine], linewidth=1.6, alpha=0.5,
+                    color="tab:blue", label="rolling median (7 runs)")
+    base, band = row.get("baseline_median"), row.get("noise_band")
+    if base is not None and points:
+        ax.axhline(base, color="tab:green", linewidth=1.0, label="baseline (median of 30 runs)")
+        if band:
+            ax.axhspan(base - band, base + band, color="tab:green", alpha=0.12, label="noise band")
+    for at, _v, _r, _s, started, changed, _p in points:
+        if started:
+            ax.axvline(at, color="tab:purple", linestyle="-.", linewidth=1.2)
+        if changed:
+            ax.axvline(at, color="0.45", linestyle=":", linewidth=1.4)
+    if points:
+        ax.plot([points[-1][0]], [points[-1][1]], "o", markersize=7, markerfacecolor="none",
+                color="tab:red", label=f"tonight: {row['verdict']}")
+    share = row.get("change_share")
+    title = f"{figure}{f' [{subject}]' if subject else ''} on {env} ({row.get('unit') or ''})"
+    if share is not None:
+        title += f": {share * 100:+.1f} % against the baseline"
+    ax.set_title(title, loc="left", fontsize=9)
+    ax.grid(True, axis="y", alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [
+        Line2D([], [], color="tab:purple", linestyle="-.", label="new series (profile or settings)"),
+        Line2D([], [], color="0.45", linestyle=":", label="environment changed"),
+    ]
+    fig.legend(handles=handles, loc="upper center", ncols=3, fontsize=6.5, frameon=False)
+    return fig
+
+
 def _figure(
     height_in: float, *, left_in: float = 0.8, top_in: float = 0.35, bottom_in: float = 0.55
 ) -> Figure:
@@ -134,6 +224,15 @@ def _trend_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
         " where env = ? and environment_changed and started_at <= ? order by started_at",
         [env, until],
     ).fetchall()
+    # Where the profile or its settings changed: the points after are another series.
+    switched = [
+        r[0]
+        for r in con.execute(
+            "select distinct started_at from figure_trends where env = ? and series_started"
+            " and started_at <= ? and figure in ? order by started_at",
+            [env, until, list(TREND_FIGURES)],
+        ).fetchall()
+    ]
     panels = list(dict.fromkeys(figure for figure, _, _ in series))
     fig = _figure(1.9 * len(panels) + 1.0, top_in=0.75, bottom_in=0.45)
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
@@ -170,6 +269,8 @@ def _trend_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
         ax.set_title(f"{panel} ({in_panel[0][2]})", loc="left", fontsize=9)
         for at, _version in changed:
             ax.axvline(at, color="0.45", linestyle=":", linewidth=1.4)
+        for at in switched:
+            ax.axvline(at, color="tab:purple", linestyle="-.", linewidth=1.2)
         if len(in_panel) > 1:
             ax.legend(fontsize=7, loc="upper left", framealpha=0.8, ncols=len(in_panel))
         ax.grid(True, axis="y", alpha=0.3)
@@ -188,6 +289,9 @@ def _trend_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
                 linestyle=":",
                 linewidth=1.4,
                 label="environment changed (version, CPU, cores, transport)",
+            ),
+            Line2D(
+                [], [], color="tab:purple", linestyle="-.", label="new series (profile or settings)"
             ),
         ],
         loc="upper center",

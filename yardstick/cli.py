@@ -303,7 +303,8 @@ def trend(
         "select started_at, run_id, value, unit, nature, n, min_value, max_value,"
         " concat_ws(' ', case server_product when 'valkey' then 'Valkey' when 'redis' then 'Redis'"
         " else server_product end, coalesce(server_version, redis_version)),"
-        " environment_changed, noisy, rolling_median from figure_trends"
+        " environment_changed, noisy, rolling_median, series_started, previous_profile, profile,"
+        " series from figure_trends"
         " where env = ? and figure = ? and subject = ? and started_at::date >= ?"
         " order by started_at, run_id",
         [env, figure, subject, since_day],
@@ -313,7 +314,8 @@ def trend(
         return
     points = {p.run_id: p for p in series_change_points(con, env, figure, subject)}
     verdict = con.execute(
-        "select verdict, change_share from changes where env = ? and figure = ? and subject = ?",
+        "select verdict, change_share, noise_share from changes"
+        " where env = ? and figure = ? and subject = ?",
         [env, figure, subject],
     ).fetchone()
     unit, nature = rows[0][3], rows[0][4]
@@ -331,8 +333,16 @@ def trend(
         "markers",
     ):
         table.add_column(column)
-    for started, run_id, value, _, _, n, lo, hi, version, changed, noisy, rolling in rows:
+    starts: list[str] = []
+    for (started, run_id, value, _, _, n, lo, hi, version, changed, noisy, rolling,
+         series_started, previous_profile, profile, series) in rows:
         markers = []
+        if series_started:
+            # Another profile or other settings: compared only with its own series from here.
+            markers.append("new series")
+            starts.append(f"{started:%Y-%m-%d %H:%M} ({run_id}): new series "
+                          f"({previous_profile} → {profile}, settings {series}): compared "
+                          "only with runs of the same profile and settings from here")
         if run_id in points:
             markers.append(f"change point ({points[run_id].change_share * 100:+.1f} %)")
         if changed:
@@ -352,61 +362,83 @@ def trend(
             ", ".join(markers),
         )
     console.print(table)
+    for line in starts:
+        console.print(escape(line), soft_wrap=True)
     if verdict:
-        share = verdict[1]
-        share = f" ({share * 100:+.1f} % against the baseline)" if share is not None else ""
+        share, band = verdict[1], verdict[2]
+        share = f" ({share * 100:+.1f} % against the baseline" if share is not None else ""
+        if share:
+            share += f", noise band ± {band * 100:.1f} %)" if band is not None else ")"
         console.print(f"latest run: {verdict[0]}{share}")
 
 
 @app.command()
 def changes(
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
+    env: Annotated[
+        list[str] | None, typer.Option("--env", help="Only these environments.")
+    ] = None,
     all_verdicts: Annotated[
         bool, typer.Option("--all", help="Also list steady and new figures.")
     ] = False,
 ) -> None:
-    """List what moved in each environment's latest run: regressions, improvements, unstable."""
+    """Tonight's verdict: what moved in each environment's latest run, and runs that crashed.
+
+    Exits 1 when a regression is listed (a cron or CI job can act on it), 0 otherwise."""
     from yardstick.reports.render import fmt
 
     con = _open_warehouse(warehouse)
-    where = "" if all_verdicts else "where verdict not in ('steady', 'new')"
+    known = [r[0] for r in con.execute("select env from latest_full_runs").fetchall()]
+    for name in env or []:
+        if name not in known:
+            fail(f"--env: no environment {name!r} with a full run in {warehouse} "
+                 f"({_close(name, known)})")
+    chosen = env or known
+    summaries = con.execute(
+        "select env, verdict, figures, judged, noisy, new, new_series from verdicts"
+        " where env in ? order by env", [chosen or [""]]
+    ).fetchall()
+    hidden = "" if all_verdicts else " and verdict not in ('steady', 'new')"
     rows = con.execute(
         "select env, figure, subject, nature, value, unit, baseline_median, change_share,"
-        f" verdict from changes {where} order by env, verdict, figure, subject"
+        " noise_share, verdict, first_night from changes"
+        f" where env in ?{hidden} order by env, case verdict when 'regression' then 0"
+        " when 'improvement' then 1 else 2 end, verdict, figure, subject",
+        [chosen or [""]],
     ).fetchall()
-    if not rows:
-        judged = con.execute("select count(*) from changes").fetchone()[0]
-        console.print(
-            f"nothing moved beyond noise ({judged} figures judged)" if judged else "no history yet"
-        )
+    crashed = con.execute(
+        "select env, run_id, why from crashed_runs where env in ? order by env, run_id",
+        [chosen or [""]],
+    ).fetchall()
+    if not summaries:
+        console.print("no history yet")
         return
-    table = Table(title="changes in the latest run of each environment")
-    for column in (
-        "environment",
-        "figure",
-        "subject",
-        "nature",
-        "value",
-        "baseline",
-        "change",
-        "verdict",
-    ):
-        table.add_column(column)
-    colours = {"regression": "red", "improvement": "green", "unstable": "yellow"}
-    for env, figure, subject, nature, value, unit, base, share, verdict in rows:
-        change = f"{share * 100:+.1f} %" if share is not None else ""
-        colour = colours.get(verdict, "white")
-        table.add_row(
-            env,
-            figure,
-            subject,
-            nature,
-            fmt(value, unit),
-            fmt(base, unit),
-            change,
-            f"[{colour}]{verdict}[/]",
-        )
-    console.print(table)
+    for name, overall, figures, judged, noisy, new, new_series in summaries:
+        line = (f"{name}: {overall} — {judged} of {figures} figures judged"
+                f" ({noisy} too noisy to see a 5 % change, {new} without enough history")
+        line += f", {new_series} in a new series)" if new_series else ")"
+        console.print(escape(line))
+    if rows:
+        table = Table(title="tonight's verdict (the latest full run of each environment)")
+        for column in ("environment", "figure", "subject", "nature", "value", "baseline",
+                       "change", "noise band", "verdict"):
+            table.add_column(column)
+        colours = {"regression": "red", "improvement": "green", "unconfirmed": "yellow",
+                   "noisy": "yellow"}
+        for name, figure, subject, nature, value, unit, base, share, band, verdict, first in rows:
+            colour = colours.get(verdict, "white")
+            label = f"{verdict}{' (new tonight)' if first else ''}"
+            table.add_row(
+                name, figure, subject, nature, fmt(value, unit), fmt(base, unit),
+                f"{share * 100:+.1f} %" if share is not None else "",
+                f"± {band * 100:.1f} %" if band is not None else "",
+                f"[{colour}]{escape(label)}[/]",
+            )
+        console.print(table)
+    for name, run_id, why in crashed:
+        console.print(escape(f"{name}: run {run_id} crashed ({why}): its files are in no figure"))
+    if any(row[9] == "regression" for row in rows):
+        raise typer.Exit(1)
 
 
 def _open_warehouse(warehouse: Path):

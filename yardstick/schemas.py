@@ -41,6 +41,10 @@ TABLES: dict[str, pa.Schema] = {
             ("finished_at", _TS),
             ("duration_s", pa.float64()),
             ("window_s", pa.float64()),  # time spent inside measurement windows
+            # The profile settings the family was asked to run with, and their digest: a
+            # figure is compared only with points of the same profile and digest.
+            ("params", pa.string()),
+            ("params_digest", pa.string()),
         ]
     ),
     # Environment facts, long format so every Redis version's INFO fits.

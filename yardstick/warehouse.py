@@ -27,6 +27,9 @@ LOADED = "_yardstick_runs"  # one row per (env, run) the marts hold
 FILES = "_yardstick_files"  # current lake files and the range of runs each holds
 LEFTOVERS = "_yardstick_leftovers"  # files still present that a compacted file replaced
 PENDING = "_yardstick_pending"  # complete runs held back by until_run_id
+# Runs with files in the lake but no `runs` row (still running, or crashed): state between
+# updates, and the source of the crashed_runs model.
+UNFINISHED = "raw_unfinished_runs"
 
 
 @dataclass
@@ -76,6 +79,9 @@ class Survey:
     ranges: dict[str, tuple[str, str, lake.LakeFile]]  # current files: (min run, max run, file)
     leftovers: set[str]  # files still present that a compacted file replaced
     candidates: set[tuple[str, str]]  # (env, run) whose `runs` row is in a file not seen before
+    # (env, run) -> tables, for runs in other files not seen before: a run whose `runs` row
+    # never comes (a killed run) is only ever listed, never loaded.
+    others: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
 
 def _survey(lake_dir: Path, known: dict[str, tuple[str, str]], leftovers: set[str]) -> Survey:
@@ -86,6 +92,7 @@ def _survey(lake_dir: Path, known: dict[str, tuple[str, str]], leftovers: set[st
     replaced = {path for path in leftovers if path in present_paths}
     ranges: dict[str, tuple[str, str, lake.LakeFile]] = {}
     candidates: set[tuple[str, str]] = set()
+    others: dict[tuple[str, str], set[str]] = {}
     for f in present:
         path = str(f.path)
         if path in replaced:
@@ -100,9 +107,12 @@ def _survey(lake_dir: Path, known: dict[str, tuple[str, str]], leftovers: set[st
         ranges[path] = (min(runs), max(runs), f)
         if f.table == "runs":
             candidates.update((f.env, run) for run in f.runs)
+        else:
+            for run in f.runs:
+                others.setdefault((f.env, run), set()).add(f.table)
     for path in replaced:
         ranges.pop(path, None)
-    return Survey(ranges, replaced & present_paths, candidates)
+    return Survey(ranges, replaced & present_paths, candidates, others)
 
 
 def _save_survey(con: duckdb.DuckDBPyConnection, survey: Survey, pending: set) -> None:
@@ -138,6 +148,49 @@ def _read_survey(con: duckdb.DuckDBPyConnection) -> tuple[dict, set[str], set]:
     leftovers = {path for (path,) in con.execute(f"select path from {LEFTOVERS}").fetchall()}
     pending = set(con.execute(f"select env, run_id from {PENDING}").fetchall())
     return known, leftovers, pending
+
+
+def _save_unfinished(
+    con: duckdb.DuckDBPyConnection, survey: Survey, complete: set[tuple[str, str]]
+) -> None:
+    """Keep the runs that have files but no `runs` row: those listed before and those in the
+    survey's new files, less runs whose row has landed since (or was loaded before)."""
+    unfinished: dict[tuple[str, str], set[str]] = {}
+    try:
+        for env, run, tables in con.execute(
+            f"select env, run_id, tables from {UNFINISHED}"
+        ).fetchall():
+            unfinished[(env, run)] = set(tables)
+    except duckdb.CatalogException:
+        pass  # the first update of this warehouse
+    for key, tables in survey.others.items():
+        unfinished.setdefault(key, set()).update(tables)
+    for key in complete:
+        unfinished.pop(key, None)
+    if unfinished:
+        con.register("unfinished_rows", _runs_table(set(unfinished)))
+        try:
+            loaded = set(
+                con.execute(
+                    f"select l.env, l.run_id from {LOADED} as l "
+                    "semi join unfinished_rows as u on u.env = l.env and u.run_id = l.run_id"
+                ).fetchall()
+            )
+        finally:
+            con.unregister("unfinished_rows")
+        for key in loaded:
+            unfinished.pop(key, None)
+    ordered = sorted(unfinished)
+    rows = pa.table(
+        {
+            "env": pa.array([env for env, _ in ordered], pa.string()),
+            "run_id": pa.array([run for _, run in ordered], pa.string()),
+            "tables": pa.array([sorted(unfinished[k]) for k in ordered], pa.list_(pa.string())),
+        }
+    )
+    con.register("unfinished_rows", rows)
+    con.execute(f"create or replace table {UNFINISHED} as select * from unfinished_rows")
+    con.unregister("unfinished_rows")
 
 
 def _runs_table(runs: set[tuple[str, str]]) -> pa.Table:
@@ -312,6 +365,7 @@ def _update(
         con = _connect(warehouse_path)
         try:
             _save_survey(con, survey, held)
+            _save_unfinished(con, survey, survey.candidates | pending)
         finally:
             con.close()
         return UpdateResult(
@@ -334,6 +388,7 @@ def _update(
         _set_meta(con, state="updating")
         read = _load_batch(con, survey, batch)
         _save_survey(con, survey, held)
+        _save_unfinished(con, survey, survey.candidates | pending)
     finally:
         con.close()
     load_s = time.perf_counter() - load_start
@@ -381,6 +436,7 @@ def _rebuild(
             _set_meta(con, state="updating")
             read = _load_batch(con, survey, complete)
             _save_survey(con, survey, survey.candidates - complete)
+            _save_unfinished(con, survey, survey.candidates)
         finally:
             con.close()
         load_s = time.perf_counter() - load_start

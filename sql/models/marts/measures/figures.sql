@@ -47,12 +47,18 @@ joined as (
         /* Repetitions spreading more than 10 % (stdev ÷ median): read with care. */
         coalesce(p.spread > 0.10, false) as noisy,
         r.samples,
+        /* What was asked: the run's profile and the digest of the settings the family ran
+           with (null for runs landed before digests were kept). */
+        runs.profile,
+        st.params_digest,
     from run_level as r
     join {{ ref('figure_catalog') }} as c on c.figure = r.figure
     left join repeats as p
         on p.run_id = r.run_id and p.env = r.env and p.figure = r.figure
         and p.subject = r.subject
     left join {{ ref('stg_runs_batch') }} as runs on runs.run_id = r.run_id and runs.env = r.env
+    left join {{ ref('stg_steps_batch') }} as st
+        on st.run_id = r.run_id and st.env = r.env and st.family = c.family
     where r.value is not null
 )
 

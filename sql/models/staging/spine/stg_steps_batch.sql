@@ -9,12 +9,14 @@ renamed as (
         run_id,
         env,
         family,
-        status,            /* ok | failed | skipped */
+        status,            /* ok | failed | skipped | interrupted */
         reason,
         started_at,
         finished_at,
         duration_s,
         window_s,          /* seconds spent inside measurement windows */
+        params,            /* the profile settings the family ran with (JSON) */
+        params_digest,     /* their digest: a series holds only points with the same one */
     from source
 )
 

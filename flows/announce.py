@@ -1,0 +1,116 @@
+"""Tonight's verdict told to people: one Prefect event per environment of a run, which a Prefect
+automation turns into a notification (Slack, e-mail, webhook: see the README)."""
+
+from __future__ import annotations
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.events import emit_event
+
+from yardstick import warehouse
+
+# A payload stays readable and small: the moved figures, worst first, up to this many.
+MAX_FIGURES = 50
+# Event names per overall verdict (the sql/models/reports/verdicts.sql `verdict` column).
+EVENTS = {
+    "regression": "yardstick.regression",
+    "environment changed": "yardstick.environment-changed",
+    "unconfirmed": "yardstick.unconfirmed",
+    "improvement": "yardstick.improvement",
+    "steady": "yardstick.steady",
+    "not judged": "yardstick.not-judged",
+}
+_COUNTS = (
+    "figures", "judged", "regressions", "new_regressions", "improvements", "changed",
+    "unconfirmed", "environment_changed", "noisy", "new", "new_series",
+)
+
+
+def verdict_events(warehouse_path: str, run_id: str | None = None) -> list[dict]:
+    """The events to emit: one per environment of `run_id` (each environment's latest full
+    run when None), as emit_event keyword arguments."""
+    con = warehouse.connect_read_only(warehouse_path)
+    try:
+        where, params = ("where run_id = ?", [run_id]) if run_id else ("", [])
+        cursor = con.execute(f"select * from verdicts {where} order by env", params)
+        names = [d[0] for d in cursor.description]
+        summaries = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        events = []
+        for summary in summaries:
+            moved = con.execute(
+                "select figure, subject, verdict, nature, unit, value, baseline_median,"
+                " change_share, noise_share, first_night from report_changes"
+                " where env = ? and run_id = ? and verdict in"
+                " ('regression', 'improvement', 'changed', 'unconfirmed')",
+                [summary["env"], summary["run_id"]],
+            ).fetchall()
+            crashed = con.execute(
+                "select run_id, why from crashed_runs where env = ? order by run_id",
+                [summary["env"]],
+            ).fetchall()
+            events.append(_event(summary, moved, crashed))
+        return events
+    finally:
+        con.close()
+
+
+def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
+    """emit_event arguments for one environment's verdict."""
+    env = summary["env"]
+    figures = [
+        {
+            "figure": figure,
+            "subject": subject,
+            "verdict": verdict,
+            "nature": nature,
+            "unit": unit,
+            "value": value,
+            "baseline": baseline,
+            "change_pct": round(share * 100, 2) if share is not None else None,
+            "noise_band_pct": round(band * 100, 2) if band is not None else None,
+            "new_tonight": bool(first),
+        }
+        for figure, subject, verdict, nature, unit, value, baseline, share, band, first in moved
+    ]
+    return {
+        "event": EVENTS.get(summary["verdict"], "yardstick.verdict"),
+        "resource": {
+            "prefect.resource.id": f"yardstick.environment.{env}",
+            "prefect.resource.name": env,
+            "yardstick.verdict": summary["verdict"],
+        },
+        "related": [
+            {
+                "prefect.resource.id": f"yardstick.run.{summary['run_id']}",
+                "prefect.resource.role": "run",
+            }
+        ],
+        "payload": {
+            "env": env,
+            "run_id": summary["run_id"],
+            "profile": summary["profile"],
+            "verdict": summary["verdict"],
+            **{name: summary[name] for name in _COUNTS},
+            "figures": figures[:MAX_FIGURES],
+            "figures_left_out": max(0, len(figures) - MAX_FIGURES),
+            "crashed_runs": [{"run_id": run, "why": why} for run, why in crashed],
+        },
+    }
+
+
+@task(name="announce-verdicts", cache_policy=NO_CACHE)
+def announce_verdicts(warehouse_path: str, run_id: str) -> list[str]:
+    """Emit one Prefect event per environment of this run with its verdict; return their
+    names (an automation on `yardstick.regression` notifies people)."""
+    logger = get_run_logger()
+    emitted = []
+    for spec in verdict_events(warehouse_path, run_id):
+        emit_event(**spec)
+        payload = spec["payload"]
+        logger.info(
+            "%s: %s (%d regressions, %d of %d figures judged)",
+            payload["env"], payload["verdict"], payload["regressions"], payload["judged"],
+            payload["figures"],
+        )
+        emitted.append(spec["event"])
+    return emitted

@@ -1,0 +1,8 @@
+{# The noise band of a baseline, in the figure's unit: band_sigmas robust standard deviations
+   (1.4826 × MAD), widened by (1 + small_sample / √n) because the MAD of a few runs is often
+   too small (bench/verdicts.py measures what these settings cost in false alarms and misses).
+   `mad` and `n` are column expressions. #}
+{% macro verdict_band(mad, n) -%}
+    ({{ var('verdict_band_sigmas', 3) }} * 1.4826 * {{ mad }}
+        * (1 + {{ var('verdict_small_sample', 2) }} / sqrt(greatest({{ n }}, 1))))
+{%- endmacro %}

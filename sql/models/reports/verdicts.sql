@@ -1,0 +1,38 @@
+/* Tonight's verdict per environment: its latest full run's figures counted by verdict, and how
+   many could be judged (enough comparable history, and a noise band narrow enough to see a
+   5 % change). The first lines of every report and the Prefect event read it. */
+select
+    l.env,
+    l.run_id,
+    l.started_at,
+    l.profile,
+    count(c.figure) as figures,
+    count(c.figure) filter (where c.verdict = 'regression') as regressions,
+    count(c.figure) filter (where c.verdict = 'regression' and c.first_night) as new_regressions,
+    count(c.figure) filter (where c.verdict = 'improvement') as improvements,
+    count(c.figure) filter (where c.verdict = 'changed') as changed,
+    count(c.figure) filter (where c.verdict = 'unconfirmed') as unconfirmed,
+    count(c.figure) filter (where c.verdict = 'environment changed') as environment_changed,
+    count(c.figure) filter (where c.verdict = 'noisy') as noisy,
+    count(c.figure) filter (where c.verdict = 'steady') as steady,
+    count(c.figure) filter (where c.verdict = 'new') as new,
+    count(c.figure) filter (where c.series_started) as new_series,
+    /* judged: compared with enough history in its own series and able to see a 5 % move */
+    count(c.figure) filter (
+        where c.verdict in ('regression', 'improvement', 'changed', 'unconfirmed', 'steady')
+    ) as judged,
+    case
+        when count(c.figure) filter (where c.verdict = 'regression') > 0 then 'regression'
+        when count(c.figure) filter (where c.verdict = 'environment changed') > 0
+            then 'environment changed'
+        when count(c.figure) filter (where c.verdict = 'unconfirmed') > 0 then 'unconfirmed'
+        when count(c.figure) filter (where c.verdict in ('improvement', 'changed')) > 0
+            then 'improvement'
+        when count(c.figure) filter (where c.verdict in ('steady', 'noisy')) > 0
+            then 'steady'
+        else 'not judged'
+    end as verdict,
+from {{ ref('latest_full_runs') }} as l
+left join {{ ref('changes') }} as c on c.env = l.env and c.run_id = l.run_id
+group by all
+order by l.env
