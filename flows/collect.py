@@ -22,7 +22,7 @@ from prefect.states import Failed, State
 from pydantic import BaseModel
 
 from yardstick import compaction, interrupt, lake
-from yardstick.config import Environment
+from yardstick.config import LOCAL_SITE, Environment
 from yardstick.flows.hostlock import HostBusy, host_slot
 from yardstick.flows.landing import record_run, run_family, run_logger, unreachable_step
 from yardstick.flows.plan import (
@@ -32,7 +32,7 @@ from yardstick.flows.plan import (
     host_group_label,
     host_groups,
 )
-from yardstick.flows.targets import environments
+from yardstick.flows.targets import configured_lake, environments, sites_of
 from yardstick.outcome import EnvOutcome
 from yardstick.profiles import Profile, SlowlogProfile, get_profile
 from yardstick.tasks.base import Measured, Skipped, utc_now
@@ -42,6 +42,9 @@ from yardstick.tasks.slowlog import collect_slowlog
 
 # The families a collection runs: each reads, none changes the server.
 COLLECT_FAMILIES = ["slowlog", "latency_monitor", "counters"]
+# Where a collection sends a remote site's part (a deployment without the 1-at-a-time limit
+# of `collect`, which would cancel its own children).
+COLLECT_SITE_DEPLOYMENT = "yardstick-collect/collect-site"
 # Runs land with this profile name, which tells collections apart from measurement runs.
 COLLECT_PROFILE = "collect"
 # The tables a collection lands (runs and steps included), and how many of a month's files
@@ -190,22 +193,65 @@ def collect_environments(
         return [outcome for future in futures for outcome in future.result()]
 
 
+def send_collection(
+    site: str,
+    envs: list[Environment],
+    config_path: str,
+    lake_dir: str,
+    keep_slowlog_args: bool,
+    compact_after_files: int,
+) -> None:
+    """A collection of one remote site's environments, on that site's work queue."""
+    from prefect.deployments import run_deployment
+
+    try:
+        run_deployment(
+            COLLECT_SITE_DEPLOYMENT,
+            parameters={
+                "config_path": config_path,
+                "env_names": [env.name for env in envs],
+                "lake_dir": lake_dir,
+                "keep_slowlog_args": keep_slowlog_args,
+                "compact_after_files": compact_after_files,
+                "site": site,
+            },
+            work_queue_name=site,
+            timeout=0,
+        )
+    except Exception as exc:  # the other sites are still collected
+        get_run_logger().warning(
+            "site %s: collection not sent to its work queue: %s", site, str(exc).splitlines()[0]
+        )
+
+
 @flow(name="yardstick-collect", log_prints=True)
 def collect(
     config_path: str | None = None,
     env_names: list[str] | None = None,
-    lake_dir: str = "lake",
+    lake_dir: str | None = None,
     keep_slowlog_args: bool = False,
     compact_after_files: int = COMPACT_AFTER_FILES,
+    site: str | None = None,
 ) -> CollectSummary | State:
     """Read SLOWLOG, latency monitor and commandstats of each environment into the lake;
-    merge a month's collection files once `compact_after_files` of them have piled up."""
+    merge a month's collection files once `compact_after_files` of them have piled up.
+
+    Without `site`: the local site's environments here, every other site's sent to that
+    site's work queue (a `collect-site` run each, not waited for). With `site`: that site's."""
     wall_start = time.perf_counter()
     interrupt.quiet_stop_tracebacks()
     interrupt.watch_parent()  # under a worker: stop once the worker is gone
     profile = collect_profile(keep_slowlog_args)
     run_id = lake.new_run_id()
+    lake_dir = lake_dir or configured_lake(config_path) or "lake"
     with environments(config_path, env_names) as (envs, server_binary):
+        by_site = sites_of(envs)
+        if site is None and config_path:
+            for remote, remote_envs in by_site.items():
+                if remote != LOCAL_SITE:
+                    send_collection(remote, remote_envs, config_path, lake_dir,
+                                    keep_slowlog_args, compact_after_files)
+        envs = by_site.get(site or LOCAL_SITE, [])
         # Same rule as the nightly run: one server host is read by one thing at a time.
         outcomes = collect_environments(envs, profile, run_id, lake_dir, server_binary)
     if compact_after_files > 0:

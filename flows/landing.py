@@ -6,6 +6,8 @@ each time) does not pay for them."""
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from datetime import datetime
 
@@ -22,6 +24,13 @@ from yardstick.tasks.base import Skipped, utc_now
 
 # Failures that mean the server cannot be reached at all: later families are skipped.
 UNREACHABLE = ("ConnectionError", "TimeoutError", "AuthenticationError", "MissingSecret")
+
+
+def _flow_run_id() -> str | None:
+    """The Prefect flow run this process serves, if any."""
+    from prefect.runtime import flow_run
+
+    return flow_run.id
 
 
 def run_logger() -> logging.Logger | logging.LoggerAdapter:
@@ -176,6 +185,12 @@ def record_run(
         "same_server_as": env.same_server_as,
         "prober_on_host": env.on_server_host,
         "tool_version": __version__,
+        "site": env.site,
+        "prober_hostname": socket.gethostname(),
+        "prober_pid": os.getpid(),
+        # A process worker starts the flow run as its child.
+        "worker_pid": os.getppid() if os.environ.get("PREFECT__FLOW_RUN_ID") else None,
+        "flow_run_id": _flow_run_id(),
     }
     try:
         # Steps before the run row: a run row is the mark that the environment's files are

@@ -16,7 +16,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
 from yardstick import compaction, interrupt, lake, retention, warehouse
-from yardstick.config import Environment
+from yardstick.config import LOCAL_SITE, Environment
 from yardstick.flows.announce import announce_verdicts
 from yardstick.flows.hostlock import host_slot
 from yardstick.flows.landing import (
@@ -27,7 +27,15 @@ from yardstick.flows.landing import (
     unreachable_step,
 )
 from yardstick.flows.plan import RunContext, families_for, host_group_label, host_groups
-from yardstick.flows.targets import environments
+from yardstick.flows.sites import (
+    SITE_TIMEOUT_S,
+    START_TIMEOUT_S,
+    SiteRun,
+    send_sites,
+    site_outcomes,
+    wait_for_sites,
+)
+from yardstick.flows.targets import configured_lake, environments, sites_of
 from yardstick.outcome import EnvOutcome, RunSummary
 from yardstick.preflight import check_writable, run_folders
 from yardstick.profiles import Profile, get_profile
@@ -151,9 +159,12 @@ def apply_retention(lake_dir: str, warehouse_path: str, detail_days: int) -> str
 
 
 @task(name="render-reports", cache_policy=NO_CACHE)
-def render(warehouse_path: str, out_dir: str, run_id: str) -> dict[str, str]:
+def render(
+    warehouse_path: str, out_dir: str, run_id: str, sites: list[dict] | None = None
+) -> dict[str, str]:
     """Render one markdown report per environment of this run, plus the index."""
-    return {env: str(path) for env, path in render_reports(warehouse_path, out_dir, run_id).items()}
+    written = render_reports(warehouse_path, out_dir, run_id, sites=sites)
+    return {env: str(path) for env, path in written.items()}
 
 
 @task(name="publish-artifacts", cache_policy=NO_CACHE)
@@ -202,23 +213,39 @@ def nightly(
     config_path: str | None = None,
     env_names: list[str] | None = None,
     profile: str = "nightly",
-    lake_dir: str = "lake",
+    lake_dir: str | None = None,
     warehouse_path: str = "warehouse.duckdb",
     out_dir: str = "reports-out",
     detail_days: int = retention.DEFAULT_DETAIL_DAYS,
     full_rebuild: bool = False,
+    start_timeout_s: float = START_TIMEOUT_S,
+    site_timeout_s: float = SITE_TIMEOUT_S,
 ) -> RunSummary | State:
-    """Measure, land, compact, update the warehouse and render; the run fails (after
-    reporting) if any environment did."""
+    """Measure (other sites through their work queues), land, compact, update the warehouse
+    and render; the run fails (after reporting) if any environment or site did.
+
+    `lake_dir`: the lake (a folder or s3://bucket/prefix); default: the environments file's
+    `lake:`, else ./lake. A site whose run no worker starts within `start_timeout_s`, or
+    that does not finish within `site_timeout_s`, is reported missing."""
     wall_start = time.perf_counter()
     interrupt.quiet_stop_tracebacks()
     interrupt.watch_parent()  # under a worker: stop once the worker is gone
     chosen = get_profile(profile)
+    lake_dir = lake_dir or configured_lake(config_path) or "lake"
     # Before any server is touched: a lake that cannot be written is one line, not a lost run.
     check_writable(run_folders(lake_dir, warehouse_path, out_dir))
     run_id = lake.new_run_id()
+    parts: list[SiteRun] = []
     with environments(config_path, env_names) as (envs, server_binary):
-        outcomes = measure_environments(envs, chosen, run_id, lake_dir, server_binary)
+        by_site = sites_of(envs)
+        if config_path and set(by_site) != {LOCAL_SITE}:
+            # Other sites measure from where their servers are, meanwhile.
+            parts = send_sites(by_site, run_id, lake_dir, config_path, chosen.name)
+        local = by_site.get(LOCAL_SITE, [])
+        outcomes = measure_environments(local, chosen, run_id, lake_dir, server_binary)
+    if parts:
+        wait_for_sites(parts, start_timeout_s, site_timeout_s, started=wall_start)
+        outcomes += site_outcomes(parts, run_id, lake_dir, chosen.name)
     if interrupt.STOP.is_set():
         # Stopped by the operator: servers restored and the interruption landed; the
         # warehouse and the reports are brought up to date by the next run.
@@ -233,7 +260,7 @@ def nightly(
     compact_lake(lake_dir)
     update_warehouse(lake_dir, warehouse_path, full_rebuild, until_run_id=run_id)
     apply_retention(lake_dir, warehouse_path, detail_days)
-    reports = render(warehouse_path, out_dir, run_id)
+    reports = render(warehouse_path, out_dir, run_id, [part.summary() for part in parts])
     for outcome in outcomes:
         outcome.report = reports.get(outcome.env)
     publish(reports, out_dir, warehouse_path, run_id)

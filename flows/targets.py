@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from difflib import get_close_matches
 
-from yardstick.config import ConfigError, Environment, load_config
+from yardstick.config import LOCAL_SITE, ConfigError, Environment, load_config
 from yardstick.embedded import RedisProcess
 from yardstick.flows.plan import check_families
 from yardstick.forwarder import Forwarder, socat_path
@@ -26,6 +26,19 @@ def select(envs: list[Environment], names: list[str] | None, source: str) -> lis
             close = get_close_matches(name, known, n=3) or sorted(known)
             raise ConfigError(f"{source}: no environment {name!r} (known: {', '.join(close)})")
     return [known[name] for name in names]
+
+
+def sites_of(envs: list[Environment]) -> dict[str, list[Environment]]:
+    """Environments by site, the local site first."""
+    by_site: dict[str, list[Environment]] = {}
+    for env in sorted(envs, key=lambda e: e.site != LOCAL_SITE):
+        by_site.setdefault(env.site, []).append(env)
+    return by_site
+
+
+def configured_lake(config_path: str | None) -> str | None:
+    """The environments file's `lake:` (None without a file or without the key)."""
+    return load_config(config_path).lake if config_path else None
 
 
 @contextmanager

@@ -153,9 +153,13 @@ def _report_tables(con: duckdb.DuckDBPyConnection, key: list[str]) -> dict[str, 
 
 
 def render_reports(
-    warehouse_path: str | Path, out_dir: str | Path, run_id: str | None = None
+    warehouse_path: str | Path,
+    out_dir: str | Path,
+    run_id: str | None = None,
+    sites: list[dict] | None = None,
 ) -> dict[str, Path]:
-    """Write <out>/<env>.md per environment, index.md and comparison.md; return env -> path."""
+    """Write <out>/<env>.md per environment, index.md and comparison.md; return env -> path.
+    `sites`: what a fanned-out nightly run knows of each remote site (flows/sites.py)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jinja = _jinja()
@@ -178,7 +182,10 @@ def render_reports(
         path = out / f"{context['run']['env']}.md"
         _write(path, template.render(**context, sections=sections))
         written[context["run"]["env"]] = path
-    _write(out / "index.md", jinja.get_template("index.md.j2").render(environments=contexts))
+    _write(
+        out / "index.md",
+        jinja.get_template("index.md.j2").render(environments=contexts, sites=sites or []),
+    )
     _write(out / "comparison.md", jinja.get_template("comparison.md.j2").render(**comparison))
     return written
 
@@ -198,6 +205,7 @@ def comparison_context(con: duckdb.DuckDBPyConnection) -> dict:
         row["by_env"][figure["env"]] = figure
     return {
         "environments": environments,
+        "verdicts": {v["env"]: v for v in _rows(con, "select * from verdicts")},
         "ratios": list(pivot["ratio"].values()),
         "absolutes": list(pivot["absolute"].values()),
     }

@@ -234,6 +234,8 @@ def test_changes_exits_non_zero_on_a_regression_and_reports_lead_with_it(history
     assert "charts/step-trend-pipeline_speedup" in first_screen
     index = "\n".join((tmp_path / "index.md").read_text().splitlines()[:25])
     assert "regression" in index and "pipeline_speedup" in index and "crashed" in index
+    comparison = (tmp_path / "comparison.md").read_text()
+    assert "| step | **regression** (1 regression) |" in comparison
 
 
 def test_comparison_report_holds_every_environment(tmp_path):
@@ -314,7 +316,7 @@ def test_a_regression_is_announced_as_a_prefect_event(history, prefect_server):
     assert len(mine) == 1
     event = mine[0]
     assert event.resource.id == "yardstick.environment.step"
-    moved = {(f["figure"], f["verdict"]): f for f in event.payload["figures"]}
+    moved = {(f["figure"], f["verdict"]): f for f in event.payload["moved"]}
     speedup = moved[("pipeline_speedup", "regression")]
     assert -30 < speedup["change_pct"] < -10 and speedup["noise_band_pct"] > 0
     assert event.payload["regressions"] == 1

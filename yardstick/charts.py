@@ -158,9 +158,11 @@ def _verdict_chart(con: duckdb.DuckDBPyConnection, run: dict, row: dict) -> Figu
         title += f": {share * 100:+.1f} % against the baseline"
     ax.set_title(title, loc="left", fontsize=9)
     ax.grid(True, axis="y", alpha=0.3)
-    handles, labels = ax.get_legend_handles_labels()
+    handles, _labels = ax.get_legend_handles_labels()
     handles += [
-        Line2D([], [], color="tab:purple", linestyle="-.", label="new series (profile or settings)"),
+        Line2D(
+            [], [], color="tab:purple", linestyle="-.", label="new series (profile or settings)"
+        ),
         Line2D([], [], color="0.45", linestyle=":", label="environment changed"),
     ]
     fig.legend(handles=handles, loc="upper center", ncols=3, fontsize=6.5, frameon=False)

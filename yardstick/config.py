@@ -58,6 +58,10 @@ class TlsSettings(BaseModel):
         return value
 
 
+# The site of environments that name none: measured by the flow run that reads the config.
+LOCAL_SITE = "local"
+
+
 class Environment(BaseModel):
     """One Redis server to measure, and what the tool may do to it."""
 
@@ -83,6 +87,10 @@ class Environment(BaseModel):
     host_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
     # Wall-clock bound per family, overriding the profile's family_timeout_s.
     family_timeouts_s: dict[str, float] | None = None
+    # Where the prober must sit to measure this server (a network, a region, a laptop). The
+    # nightly run measures `local` environments itself and sends every other site's to that
+    # site's Prefect work queue (a worker inside that network): README "Many sites".
+    site: str = Field(default=LOCAL_SITE, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
     @field_validator("name")
     @classmethod
@@ -178,6 +186,10 @@ class ConfigFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     environments: list[Environment] = Field(min_length=1)
+    # Where every site lands its files: a local folder, a folder every site can reach, or
+    # s3://bucket/prefix (endpoint and credentials from the AWS_* environment variables of
+    # each machine, never from this file). The nightly/collect `lake_dir` parameter wins.
+    lake: str | None = None
 
     @model_validator(mode="after")
     def _check_references(self) -> ConfigFile:
@@ -194,6 +206,14 @@ class ConfigFile(BaseModel):
             if env.same_server_as not in seen:
                 raise _EnvFieldError(
                     index, "same_server_as", f"names no environment ({env.same_server_as!r})"
+                )
+            partner = next(e for e in self.environments if e.name == env.same_server_as)
+            if partner.site != env.site:
+                # The pair is measured in one flow run, by one prober.
+                raise _EnvFieldError(
+                    index, "same_server_as",
+                    f"names {partner.name!r} of site {partner.site!r}, not this site "
+                    f"{env.site!r}",
                 )
         for index, env in enumerate(self.environments):
             _check_tls(index, env)

@@ -29,6 +29,13 @@ TABLES: dict[str, pa.Schema] = {
             ("same_server_as", pa.string()),
             ("prober_on_host", pa.bool_()),
             ("tool_version", pa.string()),
+            # Who measured: the environment's site, the machine and process of the prober,
+            # and the Prefect flow run (a site's own run when the nightly fanned out).
+            ("site", pa.string()),
+            ("prober_hostname", pa.string()),
+            ("prober_pid", pa.int64()),
+            ("worker_pid", pa.int64()),  # the Prefect worker that started the prober, if any
+            ("flow_run_id", pa.string()),
         ]
     ),
     # One row per measurement family per environment per run.

@@ -23,6 +23,11 @@ renamed as (
         prober_on_host,
         tool_version,
         schema_version,
+        coalesce(site, 'local') as site,  /* where the prober sits (README: Many sites) */
+        prober_hostname,   /* the machine and process that measured */
+        prober_pid,
+        worker_pid,        /* the Prefect worker that started it (a site's worker) */
+        flow_run_id,       /* the Prefect flow run that measured (a site's own run) */
     from source
 )
 

@@ -1,0 +1,226 @@
+"""Many sites: each environment is measured from its own site (a network, a region) by a Prefect
+worker there. The nightly run measures `local` environments itself, sends every other site's
+to that site's work queue as a run of the `measure-site` deployment, and waits for them (or
+gives up on them) before it builds and reports once."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pyarrow.parquet as pq
+from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.objects import FlowRun, StateType
+from prefect.deployments import run_deployment
+from prefect.states import Cancelled
+
+from yardstick import interrupt, lake
+from yardstick.config import LOCAL_SITE, Environment
+from yardstick.flows.landing import record_run, run_logger
+from yardstick.flows.plan import host_group_label
+from yardstick.flows.targets import environments
+from yardstick.outcome import EnvOutcome
+from yardstick.profiles import get_profile
+from yardstick.tasks.base import utc_now
+
+SITE_FLOW = "yardstick-measure-site"
+SITE_DEPLOYMENT = f"{SITE_FLOW}/measure-site"
+# A site whose run no worker has started after this long has no worker up (README).
+START_TIMEOUT_S = 900.0
+# A site's whole measurement, once started (a nightly run of several environments).
+SITE_TIMEOUT_S = 4 * 3600.0
+POLL_S = 2.0
+
+
+@flow(name=SITE_FLOW, log_prints=True)
+def measure_site(
+    site: str,
+    run_id: str,
+    lake_dir: str,
+    config_path: str,
+    profile: str = "nightly",
+    env_names: list[str] | None = None,
+) -> list[dict]:
+    """Measure this site's environments of a nightly run and land them under the nightly's
+    run id; the nightly run builds and reports (one run of it per site, on that site's queue)."""
+    from yardstick.flows.nightly import measure_environments
+
+    interrupt.quiet_stop_tracebacks()
+    interrupt.watch_parent()
+    chosen = get_profile(profile)
+    with environments(config_path, env_names) as (envs, server_binary):
+        mine = [env for env in envs if env.site == site]
+        if not mine:
+            run_logger().warning("site %s: no environment of this run is at this site", site)
+            return []
+        outcomes = measure_environments(mine, chosen, run_id, lake_dir, server_binary)
+    return [outcome.model_dump() for outcome in outcomes]
+
+
+@dataclass
+class SiteRun:
+    """One site's part of a nightly run, as the nightly run sees it."""
+
+    site: str
+    envs: list[Environment]
+    flow_run_id: str | None = None
+    state: str = "not sent"
+    missing: str | None = None  # why the site's environments were not measured
+    started_after_s: float | None = None
+    outcomes: list[EnvOutcome] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        """What the reports say of this site."""
+        return {
+            "site": self.site,
+            "environments": [env.name for env in self.envs],
+            "flow_run_id": self.flow_run_id,
+            "state": self.state,
+            "missing": self.missing,
+            "started_after_s": self.started_after_s,
+        }
+
+
+def send_sites(
+    by_site: dict[str, list[Environment]],
+    run_id: str,
+    lake_dir: str,
+    config_path: str,
+    profile: str,
+) -> list[SiteRun]:
+    """Create one measure-site flow run per remote site on that site's work queue; return at
+    once (the caller measures the local site meanwhile)."""
+    sent = []
+    for site, envs in by_site.items():
+        if site == LOCAL_SITE:
+            continue
+        part = SiteRun(site, envs)
+        try:
+            flow_run: FlowRun = run_deployment(
+                SITE_DEPLOYMENT,
+                parameters={
+                    "site": site,
+                    "run_id": run_id,
+                    "lake_dir": lake_dir,
+                    "config_path": config_path,
+                    "profile": profile,
+                    "env_names": [env.name for env in envs],
+                },
+                work_queue_name=site,
+                timeout=0,
+                flow_run_name=f"{site}-{run_id}",
+            )
+        except Exception as exc:  # no such deployment or queue: this site only is missing
+            part.missing = f"not sent to work queue {site!r}: {str(exc).splitlines()[0]}"
+            part.state = "not sent"
+        else:
+            part.flow_run_id = str(flow_run.id)
+            part.state = flow_run.state.type.value if flow_run.state else "SCHEDULED"
+        sent.append(part)
+    return sent
+
+
+def wait_for_sites(
+    parts: list[SiteRun],
+    start_timeout_s: float = START_TIMEOUT_S,
+    site_timeout_s: float = SITE_TIMEOUT_S,
+    started: float | None = None,
+) -> None:
+    """Wait until every sent site's run has ended; cancel a run no worker started within
+    `start_timeout_s` (its worker is down) or still running after `site_timeout_s`."""
+    started = started or time.monotonic()
+    waiting = [p for p in parts if p.flow_run_id and not p.missing]
+    with get_client(sync_client=True) as client:
+        while waiting:
+            elapsed = time.monotonic() - started
+            for part in list(waiting):
+                run = client.read_flow_run(part.flow_run_id)
+                state = run.state.type if run.state else StateType.SCHEDULED
+                part.state = state.value
+                if state in (StateType.RUNNING, StateType.CANCELLING):
+                    part.started_after_s = part.started_after_s or elapsed
+                if run.state and run.state.is_final():
+                    if state != StateType.COMPLETED:
+                        part.missing = f"its flow run ended {state.value}: {run.state.message}"
+                    waiting.remove(part)
+                    continue
+                never_started = state in (StateType.SCHEDULED, StateType.PENDING)
+                if never_started and elapsed > start_timeout_s:
+                    part.missing = (
+                        f"no worker of work queue {part.site!r} started its run within "
+                        f"{start_timeout_s:.0f} s (is `prefect worker start --pool yardstick "
+                        f"--work-queue {part.site}` running there?)"
+                    )
+                elif elapsed > site_timeout_s:
+                    part.missing = f"its run did not finish within {site_timeout_s:.0f} s"
+                elif interrupt.STOP.is_set():
+                    part.missing = f"not waited for: {interrupt.stop_reason()}"
+                else:
+                    continue
+                # Cancelled, so that a worker coming up later does not measure for nobody.
+                client.set_flow_run_state(
+                    part.flow_run_id, Cancelled(message=part.missing), force=True
+                )
+                waiting.remove(part)
+            if waiting:
+                time.sleep(POLL_S)
+
+
+def record_missing(part: SiteRun, run_id: str, lake_dir: str, profile_name: str) -> None:
+    """Land a failed run row (with its reason) for each environment of a missing site that
+    has none: the reports then list them as not measured, and say why."""
+    landed = {
+        f.env for f in lake.current_files(lake_dir, ["runs"]) if run_id in f.runs
+    }
+    profile = get_profile(profile_name)
+    for env in part.envs:
+        if env.name in landed:
+            continue
+        now = utc_now()
+        step = {
+            "family": "site", "status": "failed", "reason": f"site {part.site}: {part.missing}",
+            "started_at": now, "finished_at": now, "duration_s": 0.0, "window_s": 0.0,
+        }
+        try:
+            outcome = record_run(
+                env, profile, run_id, lake_dir, host_group_label([env]), now,
+                time.perf_counter(), [step],
+            )
+        except lake.LakeConflict:
+            continue  # the site landed it after all, just now
+        part.outcomes.append(outcome)
+
+
+def site_outcomes(
+    parts: list[SiteRun], run_id: str, lake_dir: str, profile_name: str
+) -> list[EnvOutcome]:
+    """Every remote environment's outcome, read from the run rows its site landed (failed
+    rows, with the reason, landed here for the environments of a missing site)."""
+    for part in parts:
+        if part.missing:
+            run_logger().warning("site %s missing: %s", part.site, part.missing)
+            record_missing(part, run_id, lake_dir, profile_name)
+    remote = {env.name for part in parts for env in part.envs}
+    rows = _read_rows(lake_dir, "runs", run_id, remote)
+    windows: dict[str, float] = {}
+    for step in _read_rows(lake_dir, "steps", run_id, remote):
+        windows[step["env"]] = windows.get(step["env"], 0.0) + (step.get("window_s") or 0.0)
+    return [
+        EnvOutcome(
+            env=row["env"], mode=row["mode"] or "", status=row["status"],
+            duration_s=row["duration_s"] or 0.0, window_s=windows.get(row["env"], 0.0),
+            error=row["error"],
+        )
+        for row in sorted(rows, key=lambda r: r["env"])
+    ]
+
+
+def _read_rows(lake_dir: str, table: str, run_id: str, envs: set[str]) -> list[dict]:
+    """The rows of one run in one lake table, for these environments (with `env`)."""
+    rows = []
+    for f in lake.current_files(lake_dir, [table]):
+        if f.env in envs and run_id in f.runs:
+            data = pq.read_table(f.path, filters=[("run_id", "=", run_id)])
+            rows += [{**row, "env": f.env} for row in data.to_pylist()]
+    return rows
