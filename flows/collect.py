@@ -201,10 +201,13 @@ def send_collection(
     keep_slowlog_args: bool,
     compact_after_files: int,
 ) -> None:
-    """A collection of one remote site's environments, on that site's work queue."""
+    """A collection of one remote site's environments, on that site's work queue; the site's
+    earlier collections no worker has started yet are cancelled (superseded: a collection
+    reads what the queue holds now, so a site whose worker was down gets one, not a backlog)."""
     from prefect.deployments import run_deployment
 
     try:
+        cancel_unstarted(COLLECT_SITE_DEPLOYMENT, site, "superseded by a newer collection")
         run_deployment(
             COLLECT_SITE_DEPLOYMENT,
             parameters={
@@ -222,6 +225,37 @@ def send_collection(
         get_run_logger().warning(
             "site %s: collection not sent to its work queue: %s", site, str(exc).splitlines()[0]
         )
+
+
+def cancel_unstarted(deployment_name: str, site: str, why: str) -> int:
+    """Cancel the deployment's runs on the site's work queue that no worker has started."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+        WorkQueueFilter,
+        WorkQueueFilterName,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Cancelled
+
+    with get_client(sync_client=True) as client:
+        deployment = client.read_deployment_by_name(deployment_name)
+        waiting = client.read_flow_runs(
+            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment.id])),
+            work_queue_filter=WorkQueueFilter(name=WorkQueueFilterName(any_=[site])),
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(
+                    type=FlowRunFilterStateType(any_=[StateType.SCHEDULED, StateType.PENDING])
+                )
+            ),
+        )
+        for run in waiting:
+            client.set_flow_run_state(run.id, Cancelled(message=why), force=True)
+    return len(waiting)
 
 
 @flow(name="yardstick-collect", log_prints=True)

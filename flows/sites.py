@@ -8,14 +8,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import pyarrow.parquet as pq
 from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.deployments import run_deployment
 from prefect.states import Cancelled
 
-from yardstick import interrupt, lake
+from yardstick import interrupt, lake, lakefs
 from yardstick.config import LOCAL_SITE, Environment
 from yardstick.flows.landing import record_run, run_logger
 from yardstick.flows.plan import host_group_label
@@ -221,6 +220,6 @@ def _read_rows(lake_dir: str, table: str, run_id: str, envs: set[str]) -> list[d
     rows = []
     for f in lake.current_files(lake_dir, [table]):
         if f.env in envs and run_id in f.runs:
-            data = pq.read_table(f.path, filters=[("run_id", "=", run_id)])
+            data = lakefs.read_table(f.path, filters=[("run_id", "=", run_id)])
             rows += [{**row, "env": f.env} for row in data.to_pylist()]
     return rows

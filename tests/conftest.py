@@ -157,3 +157,86 @@ def finish(process: subprocess.Popen[str], timeout: float = 240) -> subprocess.C
         out, err = process.communicate()
         pytest.fail(f"yardstick {' '.join(process.args[1:])} ran over {timeout} s\n{out}\n{err}")
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+class S3Lake:
+    """What the `s3_lake` fixture yields: call it for a fresh lake URL on the session's S3
+    server, `s3_lake("name")` -> "s3://yardstick-test/<unique>-name" (a prefix of its own, so
+    tests in one session never share files). `endpoint` and `bucket` name the server and its
+    bucket; `env` holds the AWS_* variables a process started by hand needs (they are also in
+    os.environ for the whole session, so subprocesses inherit them)."""
+
+    def __init__(self, endpoint: str, bucket: str, env: dict[str, str]) -> None:
+        self.endpoint, self.bucket, self.env = endpoint, bucket, env
+
+    def __call__(self, name: str = "lake") -> str:
+        import secrets
+
+        return f"s3://{self.bucket}/{secrets.token_hex(4)}-{name}"
+
+
+@pytest.fixture(scope="session")
+def s3_lake(tmp_path_factory) -> Iterator[S3Lake]:
+    """A real S3 API server for the session: moto's standalone server (`python -m moto.server`)
+    as a subprocess on a free 127.0.0.1 port, with one bucket. For the session, os.environ
+    holds fake credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY), a region and
+    AWS_ENDPOINT_URL pointing at the server (botocore, hence s3fs, reads these; no real
+    profile or instance role is consulted); all restored afterwards, the server stopped.
+    Yields an S3Lake: a factory of fresh `s3://bucket/prefix` lake URLs (see S3Lake). Starts
+    no Redis server: tests using only this fixture are `server_agnostic`."""
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+    env = {
+        "AWS_ACCESS_KEY_ID": "yardstick-test-key-id",
+        "AWS_SECRET_ACCESS_KEY": "yardstick-test-secret-never-written",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        # No developer's profile or config (an endpoint or role of theirs) leaks in.
+        "AWS_CONFIG_FILE": str(log.parent / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(log.parent / "no-aws-credentials"),
+    }
+    dropped = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_REGION")
+    saved = {k: os.environ.get(k) for k in [*env, *dropped]}
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"moto's S3 server did not start:\n{log.read_text()[-2000:]}")
+                time.sleep(0.05)
+        for key in dropped:
+            os.environ.pop(key, None)
+        os.environ.update(env)
+        bucket = "yardstick-test"
+        urllib.request.urlopen(
+            urllib.request.Request(f"{endpoint}/{bucket}", method="PUT"), timeout=10
+        ).close()
+        yield S3Lake(endpoint, bucket, env)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

@@ -25,7 +25,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console()
 err = Console(stderr=True)
 
-LakeOpt = Annotated[Path, typer.Option("--lake", help="Lake directory (Parquet, append-only).")]
+LakeOpt = Annotated[
+    str, typer.Option("--lake", help="Lake: a folder or s3://bucket/prefix (Parquet, append-only).")
+]
 WarehouseOpt = Annotated[Path, typer.Option("--warehouse", help="DuckDB warehouse file.")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for markdown reports.")]
 
@@ -44,7 +46,12 @@ def run(
     ] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="Only these environments.")] = None,
     profile: Annotated[str, typer.Option(help="quick or nightly.")] = "nightly",
-    lake: LakeOpt = Path("lake"),
+    lake: Annotated[
+        str | None,
+        typer.Option(
+            "--lake", help="Lake: a folder or s3://bucket/prefix (default: the config's, ./lake)."
+        ),
+    ] = None,
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
     out: OutOpt = Path("reports-out"),
     state_dir: Annotated[Path, typer.Option(help="Where Prefect keeps its state.")] = Path(
@@ -64,9 +71,12 @@ def run(
 
     if config is not None:
         try:
-            select(load_config(config).environments, env, str(config))
+            loaded = load_config(config)
+            select(loaded.environments, env, str(config))
         except ConfigError as exc:
             fail(str(exc))
+        lake = lake or loaded.lake
+    lake = lake or "lake"
     for name in env or []:
         if config is None and name != EMBEDDED_NAME:
             fail(f"--env: no environment {name!r} without --config (known: {EMBEDDED_NAME})")
@@ -197,7 +207,7 @@ def _print_summary(summary, rendered: bool = True) -> None:
 
 @app.command()
 def report(
-    lake: LakeOpt = Path("lake"),
+    lake: LakeOpt = "lake",
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
     out: OutOpt = Path("reports-out"),
 ) -> None:
@@ -207,8 +217,7 @@ def report(
     from yardstick.reports.render import render_reports
     from yardstick.warehouse import update
 
-    if not lake.is_dir():
-        fail(f"{lake}: no lake here (run `yardstick run` first)")
+    _check_lake(lake)
     try:
         result = update(lake, warehouse, full=True)
     except (RuntimeError, duckdb.Error) as exc:
@@ -222,7 +231,7 @@ def report(
 
 @app.command()
 def compact(
-    lake: LakeOpt = Path("lake"),
+    lake: LakeOpt = "lake",
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
     detail_days: Annotated[
         int, typer.Option(help="Days of per-key and histogram detail to keep (figures stay).")
@@ -235,8 +244,7 @@ def compact(
     from yardstick import compaction, retention
     from yardstick.warehouse import update as update_warehouse
 
-    if not lake.is_dir():
-        fail(f"{lake}: no lake here (run `yardstick run` first)")
+    _check_lake(lake)
     if detail_days < 1:
         fail(f"--detail-days: must be at least 1 (got {detail_days})")
     console.print(compaction.compact(lake).summary())
@@ -439,6 +447,14 @@ def changes(
         console.print(escape(f"{name}: run {run_id} crashed ({why}): its files are in no figure"))
     if any(row[9] == "regression" for row in rows):
         raise typer.Exit(1)
+
+
+def _check_lake(lake: str) -> None:
+    """A local lake must exist; an S3 lake is checked by its first listing."""
+    from yardstick import lakefs
+
+    if not lakefs.is_remote(lake) and not Path(lake).is_dir():
+        fail(f"{lake}: no lake here (run `yardstick run` first)")
 
 
 def _open_warehouse(warehouse: Path):

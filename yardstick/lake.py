@@ -8,7 +8,10 @@ A landed file appears complete or not at all (temporary name, then link). Compac
 the runs it holds and the files it replaces; a replaced file is no longer current even while
 it still exists (a compaction that died before deleting it). `current_files` applies that rule;
 lake/_manifest.json (written by compaction) lists the result for readers without the tool.
-Files landed before periods existed (`date=<YYYY-MM-DD>/`) are read as landed files."""
+Files landed before periods existed (`date=<YYYY-MM-DD>/`) are read as landed files.
+
+`lake_dir` is a local folder or `s3://bucket/prefix` (yardstick/lakefs.py: the storage layer,
+credentials from the environment only); paths of an S3 lake are lakefs.ObjectPath."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import json
 import os
 import re
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -23,6 +27,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from yardstick import lakefs
+from yardstick.lakefs import LakePath, ObjectPath
 from yardstick.schemas import SCHEMA_VERSION, TABLES, file_schema
 
 COMPACTED_PREFIX = "compacted-g"
@@ -49,7 +55,7 @@ def run_period(run_id: str) -> str:
     return f"{run_id[:4]}-{run_id[4:6]}"
 
 
-def file_path(lake_dir: Path, table: str, env: str, run_id: str) -> Path:
+def file_path(lake_dir: LakePath, table: str, env: str, run_id: str) -> LakePath:
     """Where the file of `table` for one environment and run lands."""
     return lake_dir / table / f"env={env}" / f"period={run_period(run_id)}" / f"{run_id}.parquet"
 
@@ -66,9 +72,16 @@ def stamp(data: pa.Table, table: str, metadata: dict[str, str] | None = None) ->
 
 
 def write_atomic(
-    data: pa.Table, final: Path, conflict: str, row_group_size: int | None = None
-) -> Path:
-    """Write `data` to a temporary name, then link it to `final` (never overwriting)."""
+    data: pa.Table, final: LakePath, conflict: str, row_group_size: int | None = None
+) -> LakePath:
+    """Write `data` to a temporary name, then link it to `final` (never overwriting); on S3,
+    one conditional upload of the whole file (lakefs.put_parquet)."""
+    if isinstance(final, ObjectPath):
+        try:
+            lakefs.put_parquet(data, final, row_group_size)
+        except FileExistsError:
+            raise LakeConflict(conflict) from None
+        return final
     if final.exists():
         raise LakeConflict(conflict)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -85,7 +98,9 @@ def write_atomic(
     return final
 
 
-def write(lake_dir: str | Path, table: str, env: str, run_id: str, data: pa.Table) -> Path | None:
+def write(
+    lake_dir: str | Path, table: str, env: str, run_id: str, data: pa.Table
+) -> LakePath | None:
     """Land one table atomically; a table without rows lands no file (steps say what ran)."""
     schema = file_schema(table)
     # The lake adds these two; the task provides every other declared column, by name.
@@ -101,7 +116,7 @@ def write(lake_dir: str | Path, table: str, env: str, run_id: str, data: pa.Tabl
     data = data.add_column(0, "schema_version", pa.array([SCHEMA_VERSION] * n, pa.int16()))
     data = data.add_column(0, "run_id", pa.array([run_id] * n, pa.string()))
     data = stamp(data.select(schema.names), table)
-    final = file_path(Path(lake_dir), table, env, run_id)
+    final = file_path(lakefs.lake_root(lake_dir), table, env, run_id)
     return write_atomic(
         data, final, f"{final} already exists; the lake never overwrites a run's data"
     )
@@ -114,7 +129,7 @@ class LakeFile:
     table: str
     env: str
     period: str  # YYYY-MM (legacy day folders map to their month)
-    path: Path
+    path: LakePath  # a Path, or an ObjectPath (str() is its s3:// URL) in an S3 lake
     kind: str  # landed | compacted
     runs: tuple[str, ...]  # run ids whose rows the file holds
     replaces: tuple[str, ...] = ()  # paths (relative to lake/<table>/) a compacted file replaces
@@ -129,9 +144,10 @@ class LakeFile:
         return replace(self, runs=runs, replaces=replaces, footer_read=True)
 
 
-def read_footer(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def read_footer(path: LakePath) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(runs, replaced file names) recorded in a compacted file's footer."""
-    meta = pq.read_schema(path).metadata or {}
+    schema = lakefs.read_schema(path) if isinstance(path, ObjectPath) else pq.read_schema(path)
+    meta = schema.metadata or {}
     runs = json.loads(meta.get(b"yardstick.runs", b"[]"))
     replaces = json.loads(meta.get(b"yardstick.replaces", b"[]"))
     return tuple(runs), tuple(replaces)
@@ -145,46 +161,61 @@ def scan(
 ) -> list[LakeFile]:
     """Every Parquet file in the lake (current or replaced); `read_footers=False` lists
     compacted files without opening them (see LakeFile.with_footer)."""
-    lake_dir = Path(lake_dir)
+    root = lakefs.lake_root(lake_dir)
     found: list[LakeFile] = []
-    for table in tables or list(TABLES):
-        root = lake_dir / table
-        if not root.is_dir():
+    for table, env_folder, part_folder, name, path in _entries(root, tables, envs):
+        if not name.endswith(".parquet") or name.startswith("."):
             continue
-        for env_dir in _subdirs(root, "env="):
-            env = env_dir.name.removeprefix("env=")
-            if envs is not None and env not in envs:
+        env, period = env_folder.removeprefix("env="), _period_of(part_folder)
+        if name.startswith(COMPACTED_PREFIX):
+            generation = int(name.removeprefix(COMPACTED_PREFIX).split(".")[0])
+            listed = LakeFile(
+                table, env, period, path, "compacted", (), (), generation, footer_read=False
+            )
+            found.append(listed.with_footer() if read_footers else listed)
+        elif _RUN_ID.match(name.removesuffix(".parquet")):
+            found.append(
+                LakeFile(table, env, period, path, "landed", (name.removesuffix(".parquet"),))
+            )
+    return found
+
+
+def _entries(
+    root: LakePath, tables: list[str] | None, envs: list[str] | None
+) -> Iterator[tuple[str, str, str, str, LakePath]]:
+    """(table, env folder, partition folder, file name, path) of the files in the partition
+    folders of `tables` (every table when None): os.scandir locally, listings of prefixes on
+    S3 (see lakefs.list_files)."""
+    if isinstance(root, ObjectPath):
+        order = {table: i for i, table in enumerate(tables or TABLES)}
+        listed = [
+            parts
+            for parts in lakefs.list_files(root, tables, envs)
+            if len(parts) == 4 and parts[0] in order and parts[1].startswith("env=")
+        ]
+        for parts in sorted(listed, key=lambda p: (order[p[0]], p)):
+            if _wanted(parts[1], parts[2], envs):
+                yield (*parts, root.joinpath(*parts))
+        return
+    for table in tables or list(TABLES):
+        folder = root / table
+        if not folder.is_dir():
+            continue
+        for env_dir in _subdirs(folder, "env="):
+            if not _wanted(env_dir.name, None, envs):
                 continue
             for part in _subdirs(env_dir, ""):
-                period = _period_of(part.name)
-                if period is None:
+                if not _wanted(env_dir.name, part.name, envs):
                     continue
                 for entry in os.scandir(part):
-                    name = entry.name
-                    if not name.endswith(".parquet") or name.startswith("."):
-                        continue
-                    path = Path(entry.path)
-                    if name.startswith(COMPACTED_PREFIX):
-                        generation = int(name.removeprefix(COMPACTED_PREFIX).split(".")[0])
-                        listed = LakeFile(
-                            table,
-                            env,
-                            period,
-                            path,
-                            "compacted",
-                            (),
-                            (),
-                            generation,
-                            footer_read=False,
-                        )
-                        found.append(listed.with_footer() if read_footers else listed)
-                    elif _RUN_ID.match(name.removesuffix(".parquet")):
-                        found.append(
-                            LakeFile(
-                                table, env, period, path, "landed", (name.removesuffix(".parquet"),)
-                            )
-                        )
-    return found
+                    yield table, env_dir.name, part.name, entry.name, Path(entry.path)
+
+
+def _wanted(env_folder: str, part_folder: str | None, envs: list[str] | None) -> bool:
+    """A folder of an environment asked for, and (when given) a partition folder."""
+    if envs is not None and env_folder.removeprefix("env=") not in envs:
+        return False
+    return part_folder is None or _period_of(part_folder) is not None
 
 
 def current(files: list[LakeFile]) -> list[LakeFile]:
@@ -201,13 +232,11 @@ def current_files(lake_dir: str | Path, tables: list[str] | None = None) -> list
     return current(scan(lake_dir, tables))
 
 
-def next_generation(folder: Path) -> int:
+def next_generation(folder: LakePath) -> int:
     """One above the highest compacted generation in `folder` (replaced files included)."""
-    if not folder.is_dir():
-        return 1
     gens = [
         int(name.removeprefix(COMPACTED_PREFIX).split(".")[0])
-        for name in os.listdir(folder)
+        for name in lakefs.list_names(folder)
         if name.startswith(COMPACTED_PREFIX) and name.endswith(".parquet")
     ]
     return max(gens, default=0) + 1

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from yardstick import lake, warehouse
+from yardstick import lake, lakefs, warehouse
 from yardstick.compaction import DETAIL_TABLES, lake_lock
 from yardstick.schemas import SCHEMA_VERSION, file_schema
 
@@ -62,7 +62,7 @@ def apply(
 ) -> RetentionReport:
     """Drop detail files of runs older than `detail_days`, keeping their figures in the lake."""
     start = time.perf_counter()
-    lake_dir, warehouse_path = Path(lake_dir), Path(warehouse_path)
+    lake_dir, warehouse_path = lakefs.lake_root(lake_dir), Path(warehouse_path)
     report = RetentionReport(detail_days)
     today = today or datetime.now(UTC).date()
     cutoff = today - timedelta(days=detail_days)
@@ -81,24 +81,29 @@ def apply(
         retained = _retained_runs(lake_dir)
         needed = {(f.env, f.runs[0]) for f in old} - retained
         loaded = _export(lake_dir, warehouse_path, needed, report) if needed else set()
+        dropped = []
         for f in old:
             key = (f.env, f.runs[0])
             if key in retained or key in loaded:
-                f.path.unlink(missing_ok=True)
-                report.files_dropped += 1
+                dropped.append(f.path)
             else:
                 report.waiting.append(f"{f.env}/{f.runs[0]}")
+        lakefs.delete_many(dropped)
+        report.files_dropped += len(dropped)
     report.wall_s = time.perf_counter() - start
     return report
 
 
-def _retained_runs(lake_dir: Path) -> set[tuple[str, str]]:
+def _retained_runs(lake_dir: lakefs.LakePath) -> set[tuple[str, str]]:
     """(env, run) pairs whose aggregates the lake already keeps."""
     return {(f.env, run) for f in lake.current_files(lake_dir, [RETAINED]) for run in f.runs}
 
 
 def _export(
-    lake_dir: Path, warehouse_path: Path, runs: set[tuple[str, str]], report: RetentionReport
+    lake_dir: lakefs.LakePath,
+    warehouse_path: Path,
+    runs: set[tuple[str, str]],
+    report: RetentionReport,
 ) -> set[tuple[str, str]]:
     """Write the measures of detail-derived families for `runs` into the lake; return the runs
     the warehouse had (the others keep their detail until it has them)."""

@@ -4,7 +4,12 @@ An update loads into raw_<table> only the rows of runs not loaded before (comple
 whose `runs` row has landed), lists them in batch_runs, and lets dbt append them to the marts.
 A full rebuild (first build, `full=True`, models or schema changed, an earlier update that did
 not finish, a run arriving older than what is loaded) builds a new file from every current
-lake file and swaps it in atomically."""
+lake file and swaps it in atomically.
+
+The lake may be local or on S3 (yardstick/lakefs.py); the warehouse is always a local file.
+DuckDB reads an S3 lake's Parquet through s3fs registered on the loading connection
+(`register_filesystem`: no httpfs extension, nothing downloaded, no secret stored in the
+database); the paths it remembers (_yardstick_files) are then s3:// URLs."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from yardstick import dbt, lake
+from yardstick import dbt, lake, lakefs
 from yardstick.schemas import SCHEMA_VERSION, TABLES, file_schema
 
 log = logging.getLogger(__name__)
@@ -84,7 +89,9 @@ class Survey:
     others: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
 
-def _survey(lake_dir: Path, known: dict[str, tuple[str, str]], leftovers: set[str]) -> Survey:
+def _survey(
+    lake_dir: lakefs.LakePath, known: dict[str, tuple[str, str]], leftovers: set[str]
+) -> Survey:
     """List the lake; open only files not seen by an earlier update (a compacted file's footer
     names its runs and what it replaced), so the cost follows what changed, not the history."""
     present = lake.scan(lake_dir, read_footers=False)
@@ -257,6 +264,8 @@ def _load_batch(con: duckdb.DuckDBPyConnection, survey: Survey, batch: set[tuple
             by_table.setdefault(f.table, []).append(f)
     lowest = min(run for _, run in batch) if batch else ""
     highest = max(run for _, run in batch) if batch else ""
+    if any(isinstance(f.path, lakefs.ObjectPath) for files in by_table.values() for f in files):
+        lakefs.register(con)
     read = 0
     for table in TABLES:
         empty = file_schema(table).empty_table()  # noqa: F841 - read by DuckDB's replacement scan
@@ -309,7 +318,7 @@ def update(
     and land after this update; taken now, its earlier neighbours would arrive late tomorrow
     and force a full rebuild. One update of a warehouse at a time (a lock across threads and
     processes): a second one waits, then finds the lake already loaded."""
-    lake_dir, warehouse_path = Path(lake_dir), Path(warehouse_path)
+    lake_dir, warehouse_path = lakefs.lake_root(lake_dir), Path(warehouse_path)
     warehouse_path.parent.mkdir(parents=True, exist_ok=True)
     with dbt.locked(warehouse_path):
         return _update(lake_dir, warehouse_path, full, until_run_id)
@@ -323,7 +332,7 @@ def _wanted(complete: set[tuple[str, str]], until_run_id: str | None) -> set[tup
 
 
 def _update(
-    lake_dir: Path, warehouse_path: Path, full: bool, until_run_id: str | None
+    lake_dir: lakefs.LakePath, warehouse_path: Path, full: bool, until_run_id: str | None
 ) -> UpdateResult:
     """update() under the warehouse's lock."""
     start = time.perf_counter()
@@ -417,7 +426,11 @@ def _update(
 
 
 def _rebuild(
-    lake_dir: Path, warehouse_path: Path, reason: str, start: float, until_run_id: str | None
+    lake_dir: lakefs.LakePath,
+    warehouse_path: Path,
+    reason: str,
+    start: float,
+    until_run_id: str | None,
 ) -> UpdateResult:
     """Build a new warehouse from every current lake file and swap it into place."""
     # The same name every time (the caller holds the warehouse's lock), so dbt's parse of
