@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _schedule as sched  # noqa: E402 - beside this file, not a package
+from _common import copy_sql  # noqa: E402
 
 from yardstick import compaction, lake  # noqa: E402
 
@@ -466,18 +467,6 @@ def trend_query(wh: Path, env: str) -> str:
         f"(e) trend query ({env}, rtt_client_p99_us, {points} points): median of 20 "
         f"{ms:.1f} ms (target <= {TARGET_TREND_MS:.0f} ms: {verdict(ms <= TARGET_TREND_MS)})"
     )
-
-
-def copy_sql(work: Path) -> Path:
-    """A copy of the dbt project as it is now (target/ and logs/ left out)."""
-    from yardstick import dbt
-
-    target = work / "sql"
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(
-        dbt.project_dir(), target, ignore=shutil.ignore_patterns("target", "logs", "__pycache__")
-    )
-    return target
 
 
 def main() -> None:

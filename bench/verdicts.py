@@ -59,6 +59,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import copy_sql  # noqa: E402 - beside this file, not a package
+
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 EVENT_NIGHT = 30
 MIN_BASELINE = 10  # the default verdict_min_baseline: the first night judged
@@ -368,18 +371,6 @@ def rebuild_trends(wh: Path, overrides: dict) -> float:
         wh, ["run", "--full-refresh", "--select", "figure_trends", "--vars", json.dumps(overrides)]
     )
     return time.perf_counter() - start
-
-
-def copy_sql(work: Path) -> Path:
-    """A copy of the dbt project as it is now (target/ and logs/ left out)."""
-    from yardstick import dbt
-
-    target = work / "sql"
-    shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(
-        dbt.project_dir(), target, ignore=shutil.ignore_patterns("target", "logs", "__pycache__")
-    )
-    return target
 
 
 def parse_vars(text: str) -> dict:
