@@ -98,10 +98,48 @@ def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
     }
 
 
+def message(payload: dict) -> tuple[str, str]:
+    """(subject, body) of one environment's verdict, for a notification block."""
+    subject = f"redis-yardstick: {payload['verdict']} on {payload['env']}"
+    lines = [
+        f"Run {payload['run_id']} ({payload['profile']}): {payload['regressions']} regression(s),"
+        f" {payload['improvements'] + payload['changed']} improvement(s),"
+        f" {payload['unconfirmed']} unconfirmed; {payload['judged']} of {payload['figures']}"
+        " figures judged."
+    ]
+    for f in payload["moved"]:
+        subject_part = f" [{f['subject']}]" if f["subject"] else ""
+        lines.append(
+            f"- {f['verdict']}: {f['figure']}{subject_part} {f['change_pct']:+.1f} %"
+            f" (noise band ± {f['noise_band_pct']:.1f} %)"
+        )
+    lines += [f"- crashed run {c['run_id']}: {c['why']}" for c in payload["crashed_runs"]]
+    return subject, "\n".join(lines)
+
+
+def notify(block_name: str, verdicts: list[str], specs: list[dict]) -> int:
+    """Send one message per environment whose verdict is in `verdicts` through a saved Prefect
+    notification block; return how many were sent."""
+    from prefect.blocks.core import Block
+
+    chosen = [spec["payload"] for spec in specs if spec["payload"]["verdict"] in verdicts]
+    if not chosen:
+        return 0
+    block = Block.load(block_name)
+    for payload in chosen:
+        subject, body = message(payload)
+        block.notify(body=body, subject=subject)
+    return len(chosen)
+
+
 @task(name="announce-verdicts", cache_policy=NO_CACHE)
-def announce_verdicts(warehouse_path: str, run_id: str) -> list[str]:
-    """Emit one Prefect event per environment of this run with its verdict; return their
-    names (an automation on `yardstick.regression` notifies people)."""
+def announce_verdicts(
+    warehouse_path: str, run_id: str, notify_settings: dict | None = None
+) -> list[str]:
+    """Emit one Prefect event per environment of this run with its verdict (an automation on
+    `yardstick.regression` notifies people), and with `notify_settings` (the environments
+    file's `notify:`) send the chosen verdicts through a notification block; return the
+    events' names. Never fails the run: the reports are written already."""
     logger = get_run_logger()
     emitted = []
     try:
@@ -118,4 +156,14 @@ def announce_verdicts(warehouse_path: str, run_id: str) -> list[str]:
             payload["figures"],
         )
         emitted.append(spec["event"])
+    if notify_settings:
+        try:
+            sent = notify(notify_settings["block"], notify_settings["verdicts"], specs)
+        except Exception as exc:  # a wrong block name or a webhook down: said, not raised
+            logger.warning(
+                "notification block %s: %s", notify_settings["block"], str(exc).splitlines()[0]
+            )
+        else:
+            if sent:
+                logger.info("%d message(s) sent through %s", sent, notify_settings["block"])
     return emitted

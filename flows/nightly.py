@@ -35,7 +35,12 @@ from yardstick.flows.sites import (
     site_outcomes,
     wait_for_sites,
 )
-from yardstick.flows.targets import configured_lake, environments, sites_of
+from yardstick.flows.targets import (
+    configured_lake,
+    configured_notify,
+    environments,
+    sites_of,
+)
 from yardstick.outcome import EnvOutcome, RunSummary
 from yardstick.preflight import check_writable, run_folders
 from yardstick.profiles import Profile, get_profile
@@ -265,7 +270,7 @@ def nightly(
         outcome.report = reports.get(outcome.env)
     publish(reports, out_dir, warehouse_path, run_id)
     # Tonight's verdict per environment as a Prefect event: an automation notifies people.
-    announce_verdicts(warehouse_path, run_id)
+    announce_verdicts(warehouse_path, run_id, configured_notify(config_path))
     summary = RunSummary(
         run_id=run_id,
         profile=chosen.name,

@@ -41,6 +41,12 @@ def configured_lake(config_path: str | None) -> str | None:
     return load_config(config_path).lake if config_path else None
 
 
+def configured_notify(config_path: str | None) -> dict | None:
+    """The environments file's `notify:` as a plain dict (None without one)."""
+    notify = load_config(config_path).notify if config_path else None
+    return notify.model_dump() if notify else None
+
+
 @contextmanager
 def environments(
     config_path: str | None, env_names: list[str] | None

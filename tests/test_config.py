@@ -215,3 +215,21 @@ def test_tls_files_are_found_beside_the_environments_file(tmp_path, monkeypatch)
     # message says where it was looked for.
     path = write_config(folder / "envs.yaml", [{**TLS_ENV, "tls": {"ca_file": "conf/ca.pem"}}])
     assert f"no such file: {folder / 'conf' / 'ca.pem'}" in _error(path)
+
+
+def test_notify_and_lake_settings(tmp_path):
+    """The optional top-level keys: a lake URL, and a notification block for chosen verdicts."""
+    import yaml
+
+    path = tmp_path / "envs.yaml"
+    path.write_text(yaml.safe_dump({
+        "environments": [GOOD], "lake": "s3://bucket/prefix",
+        "notify": {"block": "slack-webhook/ops", "verdicts": ["regression", "unconfirmed"]},
+    }))
+    config = load_config(path)
+    assert config.lake == "s3://bucket/prefix"
+    assert config.notify.verdicts == ["regression", "unconfirmed"]
+    path.write_text(yaml.safe_dump({
+        "environments": [GOOD], "notify": {"block": "slack-webhook/ops", "verdicts": ["regresion"]},
+    }))
+    assert "notify.verdicts" in _error(path) and "'regression'" in _error(path)

@@ -288,21 +288,40 @@ def test_changes_speak_only_of_the_latest_run(tmp_path):
 def test_a_regression_is_announced_as_a_prefect_event(history, prefect_server):
     """The nightly flow's announce step emits one event per environment; read back through
     Prefect's API: the regression's figure and size are in the payload."""
+    import json
     import time
 
     from prefect import flow
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
     from prefect.client.orchestration import get_client
     from prefect.events.filters import EventFilter, EventNameFilter
 
     from yardstick.flows.announce import announce_verdicts
 
     step_run = history[1]["step"][-1]
+    # The environments file's optional `notify:` block: a webhook on loopback here.
+    received: list[bytes] = []
+    hook = _webhook(received)
+    CustomWebhookNotificationBlock(
+        name="yardstick", url=f"http://127.0.0.1:{hook.server_port}/hook",
+        json_data={"text": "{{subject}}\n{{body}}"}, allow_private_urls=True,
+    ).save("yardstick-test-hook", overwrite=True)
 
     @flow
     def tonight() -> list[str]:
-        return announce_verdicts(str(history[0] / "w.duckdb"), step_run)
+        return announce_verdicts(
+            str(history[0] / "w.duckdb"), step_run,
+            {"block": "custom-webhook/yardstick-test-hook", "verdicts": ["regression"]},
+        )
 
-    assert tonight() == ["yardstick.regression"]
+    try:
+        assert tonight() == ["yardstick.regression"]
+    finally:
+        hook.shutdown()
+    assert len(received) == 1
+    text = json.loads(received[0])["text"]
+    assert text.startswith("redis-yardstick: regression on step")
+    assert "regression: pipeline_speedup [set c1 3B]" in text
     deadline = time.monotonic() + 30
     with get_client(sync_client=True) as client:
         while True:  # the server persists events in batches
@@ -331,3 +350,22 @@ def test_a_regression_is_announced_as_a_prefect_event(history, prefect_server):
     assert event.event in automation.trigger.expect
     pattern = automation.trigger.match.root["prefect.resource.id"]
     assert fnmatch.fnmatch(event.resource.id, pattern)
+
+
+def _webhook(received: list[bytes]):
+    """A loopback HTTP server that keeps every POST body; serves in a thread."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Hook(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+            received.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server

@@ -180,6 +180,22 @@ class Environment(BaseModel):
         return f"{parts.scheme}://{user}{host}:{self.port}/{self.db}"
 
 
+VERDICTS = ("regression", "environment changed", "unconfirmed", "improvement", "steady",
+            "not judged")
+
+
+class NotifySettings(BaseModel):
+    """Who hears of tonight's verdict without a Prefect automation: a notification block."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # A saved Prefect notification block, `<block type slug>/<name>` as `prefect block ls`
+    # shows it (slack-webhook/…, custom-webhook/…, email…): its URL or token stays in Prefect.
+    block: str = Field(pattern=r"^[a-z0-9-]+/[A-Za-z0-9_.-]+$")
+    # The environments' overall verdicts that send a message (not `on:`: YAML reads it as true).
+    verdicts: list[Literal[VERDICTS]] = ["regression"]  # type: ignore[valid-type]
+
+
 class ConfigFile(BaseModel):
     """The whole environments file."""
 
@@ -190,6 +206,8 @@ class ConfigFile(BaseModel):
     # s3://bucket/prefix (endpoint and credentials from the AWS_* environment variables of
     # each machine, never from this file). The nightly/collect `lake_dir` parameter wins.
     lake: str | None = None
+    # Optional: a message per environment whose verdict is in `on` (README: Tonight's verdict).
+    notify: NotifySettings | None = None
 
     @model_validator(mode="after")
     def _check_references(self) -> ConfigFile:
