@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-import math
 import random
 import xml.etree.ElementTree as ET
-import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import lakes
 import pytest
 
-from yardstick import lake, warehouse
+from yardstick import warehouse
 from yardstick.charts import render_charts
 from yardstick.reports.render import render_reports
-from yardstick.schemas import to_table
 
 FIRST_NIGHT = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
 NIGHTS = 12
 STEP_NIGHT = 7  # from this night on, the client round trip is 20 % longer
 UPGRADE_NIGHT = 10  # from this night on, Redis 7.4.1 instead of 7.2.4
 SERVER_USEC_PER_PING = 1.5
-
-
-def _run_id(at: datetime, env: str) -> str:
-    """A run id sortable by time, distinct per environment."""
-    return f"{at:%Y%m%dT%H%M%SZ}-{zlib.crc32(env.encode()) % 0xFFFFFF:06x}"
 
 
 def _land(
@@ -40,147 +33,57 @@ def _land(
     rng: random.Random,
 ) -> str:
     """Land one run of `env` as the flows do: a file per table, all with the same run id."""
-    run_id = _run_id(at, env)
-
-    def write(table: str, rows: list[dict]) -> None:
-        lake.write(lake_dir, table, env, run_id, to_table(table, rows))
-
-    write(
-        "runs",
-        [
-            {
-                "profile": profile,
-                "started_at": at,
-                "finished_at": at + timedelta(seconds=60),
-                "duration_s": 60.0,
-                "status": "ok",
-                "mode": "scratch",
-                "transport": "direct",
-                "url": "redis://127.0.0.1:6379/0",
-                "host_group": "local",
-                "prober_on_host": True,
-                "tool_version": "test",
-            }
-        ],
+    run = lakes.new_run(lake_dir, env, at, lakes.stable_run_id(at, env))
+    lakes.runs_row(
+        run,
+        profile,
+        duration_s=60.0,
+        host_group="local",
+        tool_version="test",
     )
-    write(
-        "steps",
-        [
-            {
-                "family": "round_trip",
-                "status": "ok",
-                "started_at": at,
-                "finished_at": at,
-                "duration_s": 5.0,
-                "window_s": 5.0,
-            }
-        ],
-    )
+    lakes.steps(run, ["round_trip"], finished_at=at, duration_s=5.0, window_s=5.0)
     if profile == "collect":
-        return run_id
-    facts = {
-        ("server", "redis_version"): version,
-        ("probe", "transport"): "direct",
-        ("probe", "prober_on_host"): "true",
-        ("probe", "mode"): "scratch",
-        ("prober", "cores"): "8",
-        ("prober", "cpu_model"): "Test CPU @ 3.0GHz",
-        ("prober", "load_1m"): "0.50",
-    }
-    write("fingerprint", [{"section": s, "key": k, "value": v} for (s, k), v in facts.items()])
-    windows, histogram, counters = [], [], []
-    calls = 1000
-    for w in range(5):
-        mean_us = rtt_us * (1 + rng.uniform(-0.01, 0.01))
-        samples = 2000
-        windows.append(
-            {
-                "window_idx": w,
-                "started_at": at + timedelta(seconds=w),
-                "window_s": 1.0,
-                "interval_ms": 0.0,
-                "samples": samples,
-                "rtt_min_us": mean_us * 0.6,
-                "rtt_max_us": mean_us * 8,
-                "rtt_mean_us": mean_us,
-                "host_busy_share": 0.2,
-            }
-        )
-        # A log-normal-ish shape around the mean, on the probe's 2 % buckets.
-        centre = math.floor(math.log(mean_us) / math.log(1.02))
-        for bucket in range(centre - 25, centre + 60):
-            count = round(samples * 0.08 * math.exp(-(((bucket - centre) / 9) ** 2)))
-            if count:
-                histogram.append(
-                    {
-                        "window_idx": w,
-                        "bucket": bucket,
-                        "low_us": 1.02**bucket,
-                        "high_us": 1.02 ** (bucket + 1),
-                        "count": count,
-                    }
-                )
-        for phase, n in (("before", calls), ("after", calls + samples)):
-            counters.append(
-                {
-                    "window_idx": w,
-                    "phase": phase,
-                    "taken_at": at,
-                    "command": "ping",
-                    "calls": n,
-                    "usec": round(n * SERVER_USEC_PER_PING),
-                    "rejected_calls": 0,
-                    "failed_calls": 0,
-                }
-            )
-        calls += samples + 3
-    write("ping_windows", windows)
-    write("ping_histogram", histogram)
-    write("commandstats", counters)
+        return run.run_id
+    lakes.fingerprint(
+        run,
+        version,
+        cores=8,
+        facts={
+            ("probe", "mode"): "scratch",
+            ("prober", "cpu_model"): "Test CPU @ 3.0GHz",
+            ("prober", "load_1m"): "0.50",
+        },
+    )
+    lakes.ping(run, rtt_us=rtt_us, rng=rng, server_usec_per_ping=SERVER_USEC_PER_PING)
     if benchmark:
-        rows = []
-        for test in ("SET", "GET"):
-            for clients in (1, 50):
-                for pipeline in (1, 16):
-                    for rep in range(3):
-                        # One cell spreads widely between repetitions: it must be hatched.
-                        spread = 0.4 if (test, clients, pipeline) == ("GET", 1, 1) else 0.02
-                        rows.append(
-                            {
-                                "repetition": rep,
-                                "clients": clients,
-                                "pipeline": pipeline,
-                                "payload_bytes": 64,
-                                "requests": 100000,
-                                "test": test,
-                                "status": "ok",
-                                "rps": 40000.0
-                                * pipeline
-                                * (1 + clients / 10)
-                                * (1 + rng.uniform(-spread, spread)),
-                                "p50_ms": 0.1 * clients,
-                                "p99_ms": 0.3 * clients,
-                                "avg_ms": 0.12 * clients,
-                                "started_at": at,
-                                "elapsed_s": 1.0,
-                                "host_busy_share": 0.5,
-                            }
-                        )
-        write(
-            "benchmark",
+        lakes.benchmark(
+            run,
             [
-                {
-                    **r,
-                    "error": None,
-                    "min_ms": None,
-                    "p95_ms": None,
-                    "max_ms": None,
-                    "tool_version": "test",
-                }
-                for r in rows
+                lakes.cell(
+                    test,
+                    clients,
+                    pipeline,
+                    40000.0 * pipeline * (1 + clients / 10) * (1 + rng.uniform(-spread, spread)),
+                    repetition=rep,
+                    payload_bytes=64,
+                    requests=100000,
+                    p50_ms=0.1 * clients,
+                    p99_ms=0.3 * clients,
+                    avg_ms=0.12 * clients,
+                    started_at=at,
+                    elapsed_s=1.0,
+                    host_busy_share=0.5,
+                    tool_version="test",
+                )
+                for test in ("SET", "GET")
+                for clients in (1, 50)
+                for pipeline in (1, 16)
+                # One cell spreads widely between repetitions: it must be hatched.
+                for spread in [0.4 if (test, clients, pipeline) == ("GET", 1, 1) else 0.02]
+                for rep in range(3)
             ],
         )
-    return run_id
+    return run.run_id
 
 
 @pytest.fixture(scope="module")

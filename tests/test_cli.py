@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 from yardstick import cli
 from yardstick.embedded import free_port
 
+pytestmark = pytest.mark.e2e
+
 
 def _yardstick(cwd: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     """Run the installed `yardstick` script as a user would, with no Prefect settings inherited."""

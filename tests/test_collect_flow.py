@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import duckdb
 import pyarrow.parquet as pq
+import pytest
 import redis
 from conftest import write_config
 
 from yardstick import warehouse
 from yardstick.flows.collect import COLLECT_FAMILIES, collect
+
+pytestmark = pytest.mark.e2e
 
 BUSY = "local i = 0 while i < tonumber(ARGV[1]) do i = i + 1 end return i"
 

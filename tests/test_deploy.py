@@ -17,7 +17,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from yardstick.embedded import free_port
+
+pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[1]
 PREFECT = Path(sys.executable).parent / "prefect"

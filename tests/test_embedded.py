@@ -102,6 +102,7 @@ def test_a_password_protected_server_starts(start_redis):
         redis.Redis(port=server.port, protocol=2, retry=Retry(NoBackoff(), 0)).ping()
 
 
+@pytest.mark.e2e
 def test_embedded_default_run_names_the_binary_and_stops_the_server(prefect_server, tmp_path):
     expected = newest_redis_server()
     state, summary = run_nightly(tmp_path)

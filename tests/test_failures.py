@@ -14,6 +14,8 @@ from conftest import run_nightly, write_config
 from yardstick import lake
 from yardstick.embedded import free_port
 
+pytestmark = pytest.mark.e2e
+
 ROUND_TRIP_FIGURES = {
     "rtt_client_p50_us",
     "rtt_client_p99_us",

@@ -6,7 +6,10 @@ import os
 
 import duckdb
 import pyarrow.parquet as pq
+import pytest
 from conftest import run_nightly, write_config
+
+pytestmark = pytest.mark.e2e
 
 
 def test_flow_on_scratch_server(prefect_server, redis_server, tmp_path):

@@ -275,6 +275,7 @@ def test_allow_list_refuses_everything_else(args):
         check_read_only(args)
 
 
+@pytest.mark.e2e
 def test_nightly_run_sends_a_read_only_server_only_reads_on_named_connections(
     prefect_server, redis_server, tmp_path
 ):

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from lakes import benchmark, cell, fingerprint, new_run, runs_row, steps
 from typer.testing import CliRunner
 
-from yardstick import lake, warehouse
+from yardstick import warehouse
 from yardstick.changepoints import series_change_points
 from yardstick.cli import app
 from yardstick.reports.render import render_reports
-from yardstick.schemas import to_table
 
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 QUICK, NIGHTLY = "0a1b2c3d4e5f", "9f8e7d6c5b4a"  # params digests of the two profiles
@@ -30,28 +30,14 @@ def land_run(lake_dir: Path, env: str, day: int, speedup: float, rps: float,
              run_row: bool = True) -> str:
     """One run of `env`: runs, steps, fingerprint and a 2-cell benchmark giving `speedup`.
     Without `run_row`, the run was killed before it could land its run row."""
-    started = START + timedelta(days=day)
-    run_id = lake.new_run_id(started)
+    run = new_run(lake_dir, env, START + timedelta(days=day))
     if run_row:
-        lake.write(lake_dir, "steps", env, run_id, to_table("steps", [{
-            "family": "throughput", "status": "ok", "started_at": started,
-            "params_digest": digest or (NIGHTLY if profile == "nightly" else QUICK),
-        }]))
-        lake.write(lake_dir, "runs", env, run_id, to_table("runs", [{
-            "profile": profile, "started_at": started, "finished_at": started,
-            "duration_s": 1.0, "status": "ok", "mode": "scratch", "transport": "direct",
-            "url": "redis://x:1/0", "same_server_as": same_server_as, "prober_on_host": True,
-        }]))
-    facts = [("server", "redis_version", version), ("probe", "transport", "direct"),
-             ("probe", "prober_on_host", "true"), ("prober", "cores", "2")]
-    lake.write(lake_dir, "fingerprint", env, run_id, to_table(
-        "fingerprint", [{"section": s, "key": k, "value": v} for s, k, v in facts]))
-    cells = [{"repetition": 0, "clients": 1, "pipeline": p, "payload_bytes": 3,
-              "requests": 1000, "test": "SET", "status": "ok", "rps": value,
-              "p50_ms": 0.02, "p99_ms": 0.05}
-             for p, value in ((1, rps), (16, rps * speedup))]
-    lake.write(lake_dir, "benchmark", env, run_id, to_table("benchmark", cells))
-    return run_id
+        steps(run, {"throughput": digest or (NIGHTLY if profile == "nightly" else QUICK)})
+        runs_row(run, profile, finished_at=run.at, url="redis://x:1/0",
+                 same_server_as=same_server_as)
+    fingerprint(run, version)
+    benchmark(run, [cell("SET", 1, p, value) for p, value in ((1, rps), (16, rps * speedup))])
+    return run.run_id
 
 
 def build(tmp_path: Path) -> duckdb.DuckDBPyConnection:
@@ -274,11 +260,10 @@ def test_changes_speak_only_of_the_latest_run(tmp_path):
     """A family missing tonight leaves no verdict from an older night under 'latest run'."""
     for day in range(5):
         land_run(tmp_path / "lake", "a", day, 10.0, 1e5)
-    started = START + timedelta(days=5)
-    run_id = lake.new_run_id(started)  # tonight: the benchmark did not run
-    lake.write(tmp_path / "lake", "runs", "a", run_id, to_table("runs", [{
-        "profile": "nightly", "started_at": started, "status": "partial", "mode": "scratch",
-    }]))
+    tonight = new_run(tmp_path / "lake", "a", START + timedelta(days=5))  # no benchmark
+    tonight.write("runs", [{
+        "profile": "nightly", "started_at": tonight.at, "status": "partial", "mode": "scratch",
+    }])
     con = build(tmp_path)
     assert con.execute("select count(*) from changes").fetchone()[0] == 0
     assert con.execute("select verdict from verdicts").fetchone()[0] == "not judged"

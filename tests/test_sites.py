@@ -17,6 +17,8 @@ import yaml
 from yardstick.flows.collect import COLLECT_SITE_DEPLOYMENT
 from yardstick.flows.sites import SITE_DEPLOYMENT
 
+pytestmark = pytest.mark.e2e
+
 REPO = Path(__file__).resolve().parents[1]
 PREFECT = Path(sys.executable).parent / "prefect"
 WORKDIR_STEP = "prefect.deployments.steps.set_working_directory"

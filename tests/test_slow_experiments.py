@@ -5,6 +5,7 @@ properties asserted hold on any machine."""
 from __future__ import annotations
 
 import duckdb
+import pytest
 import redis
 from prefect import flow
 
@@ -20,6 +21,8 @@ from yardstick.profiles import (
 )
 from yardstick.reports.render import render_reports
 from yardstick.scratch import FIXTURE_PREFIX
+
+pytestmark = pytest.mark.e2e
 
 SLOW_FAMILIES = ["slowlog", "latency_monitor", "counters", "contention", "slow_commands",
                  "agreement"]

@@ -193,6 +193,7 @@ def test_tool_options_follow_the_tls_settings(pki):
 
 
 @needs_benchmark
+@pytest.mark.e2e
 def test_verified_and_unverified_tls_measure_every_family_and_say_so(tls_server, pki, tmp_path):
     server = tls_server()
     verified = _env(server, "tls-ca", ca_file=pki["ca.pem"], server_name="redis.test")

@@ -22,6 +22,7 @@ from yardstick.profiles import KeyspaceProfile, RoundTripProfile, get_profile
 
 # The servers here only produce runs: what is tested is the warehouse's updates.
 pytestmark = pytest.mark.server_agnostic
+pytestmark = [pytestmark, pytest.mark.e2e]
 
 NIGHT_FAMILIES = ["fingerprint", "round_trip", "slowlog", "latency_monitor", "counters", "keyspace"]
 # Tables the loader and dbt own, not figures: compared by other means.
