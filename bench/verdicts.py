@@ -1,6 +1,6 @@
 """The nightly verdict's false alarms and misses, measured: synthetic series with known noise
 and known events, landed in the real lake format, judged by the real models (figure_trends,
-sql/macros/verdict.sql) in a real warehouse build.
+sql/macros/history.sql) in a real warehouse build.
 
     .venv/bin/python bench/verdicts.py [--replicates 4000] [--nights 40] [--seed 7]
         [--vars '{verdict_band_sigmas: 4}' ...] [--root /work/bench-tmp] [--keep]

@@ -195,7 +195,7 @@ def publish(reports: dict[str, str], out_dir: str, warehouse_path: str, run_id: 
             " round(baseline_median, 6) as baseline_median,"
             " round(change_share * 100, 2) as change_pct,"
             " round(noise_share * 100, 2) as noise_band_pct, verdict"
-            " from changes where verdict not in ('steady', 'new') order by env, verdict, figure"
+            " from report_changes order by env"
         )
         names = [d[0] for d in cursor.description]
         moved = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

@@ -3,9 +3,8 @@
 {{ config(incremental_strategy='delete+insert', unique_key='env') }}
 
 with full_runs as (
-    /* `is distinct from`: a runs file older than the profile column counts as a full run. */
     select * from {{ ref('stg_runs_batch') }}
-    where profile is distinct from 'collect'
+    where {{ is_full_run('profile') }}
 )
 
 select

@@ -41,9 +41,8 @@ kept as (
 ),
 
 full_runs as (
-    /* `is distinct from`: a runs file older than the profile column counts as a full run. */
     select run_id, env from {{ ref('stg_runs_batch') }}
-    where profile is distinct from 'collect'
+    where {{ is_full_run('profile') }}
 )
 
 select

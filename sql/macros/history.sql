@@ -6,3 +6,9 @@
     ({{ var('verdict_band_sigmas', 3) }} * 1.4826 * {{ mad }}
         * (1 + {{ var('verdict_small_sample', 2) }} / sqrt(greatest({{ n }}, 1))))
 {%- endmacro %}
+
+{# The one definition of a full run: every run but the 5-minute collections (a runs file older
+   than the profile column, profile null, counts as a full run). #}
+{% macro is_full_run(profile) -%}
+    ({{ profile }} is distinct from 'collect')
+{%- endmacro %}
