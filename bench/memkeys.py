@@ -35,7 +35,7 @@ from yardstick.config import Environment
 from yardstick.connect import open_client
 from yardstick.embedded import RedisProcess, find_servers
 from yardstick.info import parse_info
-from yardstick.keyscan import ScanBudget, process_cpu_s, scan_keyspace
+from yardstick.keyscan import ENCODING_EVERY, ScanBudget, process_cpu_s, scan_keyspace
 from yardstick.tasks.keyspace import keys_table
 from yardstick.tools import find_tool
 
@@ -44,6 +44,7 @@ TARGETS = {MEMKEYS: 1.5, BIGKEYS: 1.0}
 # `1000 strings with 52000 bytes (…)`: per type, the total each C tool prints.
 SUMMARY_RE = re.compile(r"^(\d+) (\w+?)s? with (\d+) (\w+)", re.MULTILINE)
 IDLE_SAMPLE = 200
+TOP_KEYS = 10  # the default profile's top keys: their encodings are read at the end
 # A neighbour spins until told to stop, and at most this long for each round of the phase.
 NEIGHBOUR_ROUND_S = 300
 
@@ -113,6 +114,7 @@ class Run:
     client_cpu_s: float  # the scanning process's own CPU (user + system)
     extra: str = ""
     footprint: dict[str, str] = field(default_factory=dict)
+    commands_per_key: float | None = None
 
     @property
     def keys_per_s(self) -> float:
@@ -184,7 +186,7 @@ def run_cli(cli: str, mode: str, port: int, observer: Observer) -> Run:
 
 def run_tool(
     port: int, observer: Observer, share: float, scan_count: int, allow_touch: bool,
-    baseline_s: float = 0.0,
+    baseline_s: float = 0.0, type_source: str = "auto", encoding_every: int = ENCODING_EVERY,
 ) -> tuple[Run, object]:
     """The tool's scan through a read-only environment (guarded connection), timed from
     outside the call (connection set-up included); its footprint checked around it."""
@@ -197,7 +199,8 @@ def run_tool(
     result = scan_keyspace(
         scanner, ScanBudget(max_keys=10**9, cpu_share=share, max_wall_s=3600),
         scan_count=scan_count, allow_touch=allow_touch, baseline_s=baseline_s,
-        on_server_host=True,
+        on_server_host=True, type_source=type_source, encoding_every=encoding_every,
+        top_keys=TOP_KEYS,
     )
     scanner.close()
     wall_s = time.perf_counter() - start - (result.baseline_window_s or 0.0)
@@ -224,9 +227,12 @@ def run_tool(
     run = Run(
         TOOL, len(result.keys), wall_s, dict(totals), cpu1 - cpu0,
         None if proc0 is None else proc1 - proc0, own_s,
-        extra=f"{result.touch_mode}, {result.commands / len(result.keys):.2f} commands/key, "
-        f"{result.rounds} rounds, paused {result.paused_s:.2f} s, +{table_s:.2f} s for the "
-        f"Arrow table of every key",
+        extra=f"{result.touch_mode}, types by {result.type_source}, "
+        f"{result.commands / len(result.keys):.2f} commands/key, {result.rounds} rounds, "
+        f"{result.encodings_read:,} encodings read, {result.type_fallback_pages} pages typed "
+        f"by TYPE, paused {result.paused_s:.2f} s, +{table_s:.2f} s for the Arrow table of "
+        f"every key",
+        commands_per_key=result.commands / len(result.keys),
         footprint=footprint,
     )
     return run, result
@@ -266,33 +272,52 @@ def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
 def summarize(phase: str, runs: list[Run], rounds: list[dict[str, Run]]) -> None:
     """Per phase: each tool's keys/s and CPU, the tool's ratios, totals and footprint."""
     print(f"\n== {phase}: median (range) over {len(rounds)} rounds")
-    for tool in (MEMKEYS, BIGKEYS, TOOL):
+    names = list(dict.fromkeys(r.tool for r in runs))
+    for tool in names:
         chosen = [r for r in runs if r.tool == tool]
         print(f"{tool:20} {spread([r.keys_per_s for r in chosen])} keys/s; server CPU "
               f"{spread([r.server_us_per_key for r in chosen], '{:.2f}')} µs/key; client CPU "
               f"{spread([r.client_us_per_key for r in chosen], '{:.2f}')} µs/key")
-    for cli, target in TARGETS.items():
-        ratios = [r[TOOL].keys_per_s / r[cli].keys_per_s for r in rounds]
-        verdict = "met" if statistics.median(ratios) >= target else "NOT met"
-        print(f"ratio to {cli}: {spread(ratios, '{:.2f}')}× per round (target ≥ {target}×: "
-              f"{verdict})")
-    tool_cpu = statistics.median(r.server_us_per_key for r in runs if r.tool == TOOL)
-    mem_cpu = statistics.median(r.server_us_per_key for r in runs if r.tool == MEMKEYS)
-    print(f"server CPU per key, tool ÷ --memkeys: {tool_cpu / mem_cpu:.2f} "
-          f"({'met' if tool_cpu <= mem_cpu else 'NOT met'}: target ≤ 1)")
-    tool_runs = [r for r in runs if r.tool == TOOL]
-    mem_bytes = {sum(r.totals.values()) for r in runs if r.tool == MEMKEYS}
-    tool_bytes = {sum(v for k, v in r.totals.items() if k.endswith(" bytes")) for r in tool_runs}
-    print(f"byte totals (MEMORY USAGE): --memkeys {sorted(mem_bytes)}, tool {sorted(tool_bytes)}:"
-          f" {'equal' if mem_bytes == tool_bytes and len(mem_bytes) == 1 else 'DIFFER'}")
-    big = [r.totals for r in runs if r.tool == BIGKEYS][0]
-    mine = tool_runs[0].totals
-    same = all(mine.get(f"{kind} elements", 0) == total for kind, total in big.items())
-    print(f"element totals per type: --bigkeys {big}; tool "
-          f"{ {k: v for k, v in mine.items() if k.endswith('elements')} }: "
-          f"{'equal' if same else 'DIFFER (the tool read no lengths)'}")
-    for name in ("touch", "idle", "errorstats", "errors"):
-        print(f"tool {name}: {sorted({r.footprint[name] for r in tool_runs})}")
+    mem_runs = [r for r in runs if r.tool == MEMKEYS]
+    big_runs = [r for r in runs if r.tool == BIGKEYS]
+    for tool in (t for t in names if t.startswith(TOOL)):
+        tool_runs = [r for r in runs if r.tool == tool]
+        print(f"-- {tool}")
+        for cli, target in TARGETS.items():
+            if cli not in names:
+                continue
+            ratios = [r[tool].keys_per_s / r[cli].keys_per_s for r in rounds]
+            verdict = "met" if statistics.median(ratios) >= target else "NOT met"
+            print(f"ratio to {cli}: {spread(ratios, '{:.2f}')}× per round (target ≥ {target}×:"
+                  f" {verdict})")
+        commands = statistics.median(r.commands_per_key for r in tool_runs)
+        print(f"commands per key: {commands:.2f} (--memkeys and --bigkeys: 2 + SCAN)")
+        tool_cpu = statistics.median(r.server_us_per_key for r in tool_runs)
+        total = statistics.median(r.server_us_per_key + r.client_us_per_key for r in tool_runs)
+        if mem_runs:
+            mem_cpu = statistics.median(r.server_us_per_key for r in mem_runs)
+            mem_total = statistics.median(r.server_us_per_key + r.client_us_per_key
+                                          for r in mem_runs)
+            print(f"server CPU per key, tool ÷ --memkeys: {tool_cpu / mem_cpu:.2f} "
+                  f"({'met' if tool_cpu <= mem_cpu else 'NOT met'}: target ≤ 1); server + "
+                  f"client CPU per key {total:.2f} µs vs --memkeys {mem_total:.2f} µs "
+                  f"({total / mem_total:.2f})")
+        tool_bytes = {sum(v for k, v in r.totals.items() if k.endswith(" bytes"))
+                      for r in tool_runs}
+        if mem_runs:
+            mem_bytes = {sum(r.totals.values()) for r in mem_runs}
+            print(f"byte totals (MEMORY USAGE): --memkeys {sorted(mem_bytes)}, tool "
+                  f"{sorted(tool_bytes)}: "
+                  f"{'equal' if mem_bytes == tool_bytes and len(mem_bytes) == 1 else 'DIFFER'}")
+        if big_runs:
+            big = big_runs[0].totals
+            mine = tool_runs[0].totals
+            same = all(mine.get(f"{kind} elements", 0) == total for kind, total in big.items())
+            print(f"element totals per type: --bigkeys {big}; tool "
+                  f"{ {k: v for k, v in mine.items() if k.endswith('elements')} }: "
+                  f"{'equal' if same else 'DIFFER (the tool read no lengths)'}")
+        for name in ("touch", "idle", "errorstats", "errors"):
+            print(f"tool {name}: {sorted({r.footprint[name] for r in tool_runs})}")
 
 
 def main() -> None:
@@ -310,6 +335,14 @@ def main() -> None:
     parser.add_argument("--check-share", type=float, default=0.2,
                         help="budget of the final paced scan, checked (0: skip)")
     parser.add_argument("--scan-count", type=int, default=1000)
+    parser.add_argument("--variants", default=f"auto:{ENCODING_EVERY}",
+                        help="the tool's scans, interleaved with the others: "
+                             "SOURCE[:EVERY[:COUNT]],... where SOURCE (where each key's type "
+                             "comes from) is auto, scan, scan+type or encoding, EVERY reads one "
+                             "key's OBJECT ENCODING in this many after the first 4096 "
+                             "(encoding: all) and COUNT is the SCAN COUNT (--scan-count)")
+    parser.add_argument("--tools", default=",".join((MEMKEYS, BIGKEYS, TOOL)),
+                        help="comma-separated subset of the three scans to run")
     parser.add_argument("--touch", choices=("allow", "skip"), default="allow",
                         help="before 7.2, read element counts by touching keys (as --bigkeys)")
     args = parser.parse_args()
@@ -324,6 +357,14 @@ def main() -> None:
         if binary is None:
             raise SystemExit(f"no {args.server} server binary found")
     allow_touch = args.touch == "allow"
+    # The tool's variants: type source, encoding sample and SCAN COUNT, "auto:16" by default.
+    variants: dict[str, tuple[str, int, int]] = {}
+    for spec in args.variants.split(","):
+        source, every, count = (spec.split(":") + ["", ""])[:3]
+        name = TOOL if "," not in args.variants else f"{TOOL} {spec}"
+        variants[name] = (source, int(every or ENCODING_EVERY), int(count or args.scan_count))
+    tools = [t for t in (MEMKEYS, BIGKEYS) if t in args.tools.split(",")]
+    tools += list(variants) if TOOL in args.tools.split(",") else []
     with RedisProcess(binary=binary) as server:
         print(f"server {server.binary.label} ({server.binary.path}) on 127.0.0.1:{server.port}; "
               f"redis-cli {cli.version_text}; Python {sys.version.split()[0]}")
@@ -342,13 +383,15 @@ def main() -> None:
                 runs: list[Run] = []
                 rounds: list[dict[str, Run]] = []
                 for index in range(args.rounds):
-                    order = [MEMKEYS, BIGKEYS, TOOL]
-                    order = order[index % 3 :] + order[: index % 3]
+                    order = tools[index % len(tools) :] + tools[: index % len(tools)]
                     this: dict[str, Run] = {}
                     for tool in order:
-                        if tool == TOOL:
+                        if tool in variants:
+                            source, every, count = variants[tool]
                             run, _ = run_tool(server.port, observer, args.busy_share,
-                                              args.scan_count, allow_touch)
+                                              count, allow_touch,
+                                              type_source=source, encoding_every=every)
+                            run.tool = tool
                         else:
                             run = run_cli(cli.path, tool.split()[-1], server.port, observer)
                         this[tool] = run
@@ -363,8 +406,10 @@ def main() -> None:
                 stop_neighbours(neighbours)
             summarize(phase, runs, rounds)
         if args.check_share > 0:
-            run, result = run_tool(server.port, observer, args.check_share, args.scan_count,
-                                   allow_touch, baseline_s=0.5)
+            source, every, count = next(iter(variants.values()))
+            run, result = run_tool(server.port, observer, args.check_share, count,
+                                   allow_touch, baseline_s=0.5, type_source=source,
+                                   encoding_every=every)
             share = (result.cpu_end_s - result.cpu_start_s) / result.wall_s
             baseline = result.baseline_cpu_share or 0.0
             proc = None if result.process_cpu_s is None else result.process_cpu_s / result.wall_s

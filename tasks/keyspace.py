@@ -1,6 +1,7 @@
-"""Key space by prefix, on any environment (read-only included): SCAN with OBJECT ENCODING,
-MEMORY USAGE and element counts per key, under a budget (keys, a share of the server's CPU,
-wall time), leaving the keys' LRU/LFU clocks and the server's error counters as they were.
+"""Key space by prefix, on any environment (read-only included): SCAN with each key's type
+(from typed SCAN pages where the server has them), MEMORY USAGE and element count, and the
+OBJECT ENCODING of a sample and of the top keys, under a budget (keys, a share of the server's
+CPU, wall time), leaving the keys' LRU/LFU clocks and the server's error counters as they were.
 Returns every sampled key and the scan's own cost; figures come from the keyspace models."""
 
 from __future__ import annotations
@@ -89,6 +90,9 @@ def scan_row(result: ScanResult) -> dict:
         "process_cpu_s": result.process_cpu_s, "cpu_peak_share": result.cpu_peak_share,
         "cpu_peak_window_s": result.cpu_peak_window_s,
         "over_budget_longest_s": result.over_budget_longest_s,
+        "type_source": result.type_source, "typed_scan_calls": result.typed_scan_calls,
+        "type_fallback_pages": result.type_fallback_pages,
+        "encoding_every": result.encoding_every, "encodings_read": result.encodings_read,
     }
 
 
@@ -108,6 +112,7 @@ def keyspace(env: Environment, profile: KeyspaceProfile) -> Measured:
             allow_touch=profile.allow_touch or env.mode == "scratch",
             baseline_s=profile.baseline_s,
             on_server_host=env.on_server_host,
+            top_keys=profile.top_keys,  # their encodings are read whatever the sample
         )
         after = server_facts(client, env.db)
     finally:

@@ -65,6 +65,12 @@ def clocks(client: redis.Redis, keys: list[str], what: str = "idletime") -> dict
     return dict(zip(keys, pipe.execute(), strict=True))
 
 
+def hits(client: redis.Redis) -> int:
+    """INFO keyspace_hits + keyspace_misses."""
+    stats = client.info("stats")
+    return stats["keyspace_hits"] + stats["keyspace_misses"]
+
+
 def error_counters(client: redis.Redis) -> tuple[dict, int]:
     """INFO errorstats, and total_error_replies."""
     return client.info("errorstats"), client.info("stats")["total_error_replies"]
@@ -112,8 +118,10 @@ def test_no_touch_on_7_2_leaves_clocks_and_error_counters(start_redis, valkey_bi
         usage_total += row["memory_usage_bytes"]
     assert sum(r["memory_usage_bytes"] for r in rows.values()) == usage_total
     assert rows["app:empty"]["elements"] == 0  # an empty string exists: not taken for gone
-    # The scan's commands that count as keyspace hits (TYPE, OBJECT ENCODING, lengths).
-    assert len(names) * 2 <= scan["keyspace_lookups"] <= len(names) * 3
+    # Types from typed SCAN pages (filtered while walking: no lookup), every page's cursors
+    # agreeing; the commands counted in keyspace_hits are each key's length and OBJECT ENCODING.
+    assert scan["type_source"] == "scan" and scan["type_fallback_pages"] == 0
+    assert scan["keyspace_lookups"] == len(names) * 2 == scan["encodings_read"] * 2
 
     # LFU: counters of fresh keys (5) stay as they are (a length command would make them 6).
     direct.config_set("lfu-decay-time", 0)
@@ -171,6 +179,19 @@ def test_before_7_2_lengths_are_skipped_unless_touching_is_allowed(redis_server)
     assert [k for k in names if idle_after[k] < idle_before[k]] == []
     # The whole family, connections included (no CLIENT SETINFO): no error counter moved.
     assert error_counters(direct) == errors_before and scan["errors"] == 0
+
+    # Every type from typed SCAN pages (each looks every walked key up here): no clock moved
+    # either, and the lookups the result counts are those INFO counted.
+    client = open_client(read_only(redis_server.url), "keyspace")
+    hits_before = hits(direct)
+    result = scan_keyspace(client, ScanBudget(10**9, 1.0, 30), scan_count=50, baseline_s=0,
+                           type_source="scan")
+    assert hits(direct) - hits_before == result.keyspace_lookups > 0
+    assert result.typed_scan_calls == 6 * result.scan_calls and result.type_fallback_pages == 0
+    assert [direct.type(k) for k in map(bytes.decode, result.keys)] == result.types
+    idle_after = clocks(direct, names)
+    assert [k for k in names if idle_after[k] < idle_before[k]] == []
+    assert error_counters(direct) == errors_before
 
     # Allowed: element counts, every key touched and counted, still no error reply.
     touching = profile.model_copy(update={"allow_touch": True})

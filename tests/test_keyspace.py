@@ -48,23 +48,26 @@ def read_only(server, db: int = 0) -> Environment:
     return Environment(name="site", url=server.url.replace("/0", f"/{db}"), mode="read-only")
 
 
-def land_and_build(tmp_path, env_name: str, measured) -> duckdb.DuckDBPyConnection:
-    """Land a family's tables (and a run row), build the warehouse, open it."""
-    run_id = lake.new_run_id()
-    for table, data in measured.tables.items():
-        lake.write(tmp_path / "lake", table, env_name, run_id, data)
-    now = utc_now()
-    run = {"profile": "test", "started_at": now, "finished_at": now, "duration_s": 0.0,
-           "status": "ok", "mode": "read-only"}
-    lake.write(tmp_path / "lake", "runs", env_name, run_id, to_table("runs", [run]))
+def land_and_build(tmp_path, env_name: str, measured, *more) -> duckdb.DuckDBPyConnection:
+    """Land a family's tables (and a run row), and those of `more` (environment name,
+    measured) pairs, build the warehouse, open it."""
+    for name, data in ((env_name, measured), *zip(more[::2], more[1::2], strict=True)):
+        run_id = lake.new_run_id()
+        for table, rows in data.tables.items():
+            lake.write(tmp_path / "lake", table, name, run_id, rows)
+        now = utc_now()
+        run = {"profile": "test", "started_at": now, "finished_at": now, "duration_s": 0.0,
+               "status": "ok", "mode": "read-only"}
+        lake.write(tmp_path / "lake", "runs", name, run_id, to_table("runs", [run]))
     warehouse.build(tmp_path / "lake", tmp_path / "wh.duckdb")
     return duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
 
 
-def figure(con, name: str, subject: str = "") -> float:
+def figure(con, name: str, subject: str = "", env: str = "site") -> float:
     """One figure's run-level value."""
     row = con.execute(
-        "select value from figures where figure = ? and subject = ?", [name, subject]
+        "select value from figures where figure = ? and subject = ? and env = ?",
+        [name, subject, env],
     ).fetchone()
     assert row is not None, f"no figure {name} [{subject}]"
     return row[0]
@@ -107,8 +110,20 @@ def test_grouping_readings_and_top_keys(redis_server, tmp_path):
     scan = measured.tables["keyspace_scans"].to_pylist()[0]
     assert scan["guesses_wrong"] == 0 and scan["errors"] == 0
     assert scan["touch_mode"] in ("no-touch", "touched")  # 7.2+ / before
+    # Fewer keys than the first ENCODING_FIRST_KEYS: every key's encoding was read.
+    assert scan["encodings_read"] == len(keys) and scan["type_fallback_pages"] == 0
+    # The same scan reading one key's encoding in 4 from the first (and the top keys').
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(keyscan, "ENCODING_FIRST_KEYS", 0)
+        patch.setattr(keyscan, "ENCODING_EVERY", 4)
+        sampled = keyspace.fn(env, profile)
+    sampled_keys = sampled.tables["keyspace_keys"].to_pylist()
+    read = [r for r in sampled_keys if r["encoding"] is not None]
+    assert len(keys) / 4 <= len(read) <= len(keys) / 4 + 2 * profile.top_keys
+    assert all(r["encoding"] == by_key[r["key"]]["encoding"] for r in read)
+    assert sampled.tables["keyspace_scans"].to_pylist()[0]["encodings_read"] == len(read)
 
-    con = land_and_build(tmp_path, "site", measured)
+    con = land_and_build(tmp_path, "site", measured, "site-sampled", sampled)
     assert figure(con, "ks_prefix_keys", "user:*") == 300
     assert figure(con, "ks_prefix_keys", "article:*") == 40
     assert figure(con, "ks_prefix_keys", "odd:*") == 2
@@ -124,15 +139,30 @@ def test_grouping_readings_and_top_keys(redis_server, tmp_path):
     assert projection == pytest.approx(2 * 40 * mean)
 
     top = con.execute(
-        "select ranked_by, key from report_keyspace_top_keys where rank = 1"
+        "select ranked_by, key from report_keyspace_top_keys where rank = 1 and env = 'site'"
     ).fetchall()
     assert dict(top) == {"elements": "queue:jobs", "bytes": "blob:1"}  # they differ
+    # Sampled encodings: the top keys all have theirs, and the prefix table says how many
+    # of its keys' encodings the shares stand on.
+    sampled_top = con.execute(
+        "select key, encoding from report_keyspace_top_keys where env = 'site-sampled'"
+    ).fetchall()
+    assert len(sampled_top) >= profile.top_keys and None not in {e for _, e in sampled_top}
+    full, part = (
+        con.execute(
+            "select encodings from keyspace_prefixes where env = ? and prefix = 'user:*'", [env]
+        ).fetchone()[0]
+        for env in ("site", "site-sampled")
+    )
+    users_read = sum(r["key"].startswith("user:") for r in read)
+    assert full.startswith("string ") and "read)" not in full
+    assert part.endswith(f" (encodings of {users_read} of 300 keys read)")
     # What the scan cost the server (its CPU, within the budget) and did to the keys.
     assert 0 < figure(con, "ks_server_cpu_share") <= 0.5 * 1.1
     assert figure(con, "ks_server_cpu_s") > 0 and figure(con, "ks_server_cpu_us_per_key") > 0
     assert figure(con, "ks_keys_touched") == (len(keys) if scan["touch_mode"] == "touched" else 0)
     within, peak = con.execute(
-        "select within_busy_share, cpu_peak_share from report_keyspace_scan"
+        "select within_busy_share, cpu_peak_share from report_keyspace_scan where env = 'site'"
     ).fetchone()
     assert within and peak > 0
     con.close()
@@ -249,3 +279,59 @@ def test_a_key_scan_returned_twice_is_kept_once():
     scan._drop_duplicates()
     assert result.keys == [b"a", b"b", b"c"] and result.duplicates == 2
     assert result.memory_usage_bytes == [1, 2, 4] and result.elements == [10, 20, 40]
+
+
+def test_the_key_cap_takes_a_prefix_of_the_scan_order(redis_server):
+    # Types from typed SCAN pages: the cap still cuts the SCAN order, not "first N of a type".
+    direct = redis.Redis(port=redis_server.port)
+    build_keyspace(direct)
+    order, cursor, page = [], 0, 0
+    while True:  # the scan's pages: COUNT 32, 64, then scan_count
+        cursor, keys = direct.scan(cursor, count=min(50, 32 << page))
+        order += keys
+        page += 1
+        if cursor == 0:
+            break
+    client = open_client(read_only(redis_server), "keyspace")
+    for source in ("scan", "scan+type", "encoding"):
+        capped = scan_keyspace(client, ScanBudget(123, 1.0, 30), scan_count=50, baseline_s=0,
+                               type_source=source)
+        assert capped.stop_reason == "key_cap" and capped.type_source == source
+        assert sorted(capped.keys) == sorted(order[:123]), source
+        assert capped.types == [direct.type(k).decode() for k in capped.keys], source
+
+
+def test_keys_no_typed_page_can_type_are_typed_by_type(redis_server, monkeypatch):
+    # Typed SCANs from one cursor walk the same buckets; a table resized between them would
+    # return another next cursor: that page is then read again by a plain SCAN, TYPE asked.
+    build_keyspace(redis.Redis(port=redis_server.port))
+    replies = 0
+    real = keyscan._Reader.scan_reply
+
+    def one_cursor_off(self):
+        nonlocal replies
+        replies += 1
+        cursor, keys, region = real(self)
+        return (b"99" if replies == 2 else cursor), keys, region
+
+    monkeypatch.setattr(keyscan._Reader, "scan_reply", one_cursor_off)
+    client = open_client(read_only(redis_server), "keyspace")
+    result = scan_keyspace(client, ScanBudget(10**9, 1.0, 30), scan_count=50, baseline_s=0,
+                           allow_touch=True, type_source="scan")
+    direct = redis.Redis(port=redis_server.port)
+    assert result.type_fallback_pages == 1 and result.stop_reason == "complete"
+    assert sorted(result.keys) == sorted(direct.scan_iter(count=1000))
+    assert result.types == [direct.type(k).decode() for k in result.keys]
+    assert result.elements[result.keys.index(b"queue:jobs")] == 3000
+    assert result.errors == {} and result.wrongtype == 0
+
+    # Keys of a type no typed SCAN asks for (a module's): the plain SCAN is sent beside the
+    # typed ones, and the keys in no typed page are typed by TYPE, then read like the others.
+    monkeypatch.setattr(keyscan, "SCAN_TYPES", ("string", "list", "set", "zset", "stream"))
+    monkeypatch.setattr(keyscan._Scan, "wants_plain", lambda self: True)
+    replies = 10**9  # no cursor tampering from here
+    result = scan_keyspace(client, ScanBudget(10**9, 1.0, 30), scan_count=50, baseline_s=0,
+                           allow_touch=True, type_source="scan")
+    assert sorted(result.keys) == sorted(direct.scan_iter(count=1000))
+    assert result.types == [direct.type(k).decode() for k in result.keys]
+    assert result.elements[result.keys.index(b"blob:1")] == 8 and result.errors == {}

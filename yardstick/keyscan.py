@@ -1,34 +1,52 @@
-"""Key-space scan engine: SCAN, then the encoding, bytes, type and element count of every key,
-pipelined on one connection, leaving no mark on the server, paced to a share of its CPU.
+"""Key-space scan engine: SCAN, then the type, bytes and element count of every key (and the
+encoding of a sample of them), pipelined on one connection, leaving no mark on the server, paced
+to a share of its CPU.
 
 No mark: no key's LRU/LFU clock moves and no error counter rises.
-- OBJECT ENCODING, TYPE and MEMORY USAGE never touch a key. Length commands (STRLEN, LLEN, …)
-  do, unless the connection is `CLIENT NO-TOUCH ON` (Redis 7.2+, Valkey). Without it they are
-  skipped (element counts NULL, the result says why) unless the caller allows touching; the
-  result then counts the keys touched.
+- SCAN (with or without TYPE), OBJECT ENCODING, TYPE and MEMORY USAGE never touch a key. Length
+  commands (STRLEN, LLEN, …) do, unless the connection is `CLIENT NO-TOUCH ON` (Redis 7.2+,
+  Valkey). Without it they are skipped (element counts NULL, the result says why) unless the
+  caller allows touching; the result then counts the keys touched.
 - A length command is chosen from the key's known type, never guessed: no WRONGTYPE.
 
-The stages of a key, each in a later round than the one before (a round is [SCAN, OBJECT
-ENCODING of the last SCAN batch, marker, the asks earlier replies made possible, marker, INFO
-cpu now and then]; the next round is sent as soon as this one's SCAN reply is read, so the
-server always has the next round queued):
-1. OBJECT ENCODING. Most encodings name their type (embstr: string, quicklist: list, …), so
-   the type comes free with the encoding.
-2. The batch's length commands, then its MEMORY USAGE: TYPE instead of the length command
-   where the encoding is shared by several types (listpack, hashtable, …); no length command
-   at all when they are skipped (MEMORY USAGE, then TYPE where needed). A key's length
-   command goes before its MEMORY USAGE: a key gone before it reads 0, and its MEMORY USAGE
-   then reads null, so it is dropped, not misread.
-3. The length command of the keys whose TYPE was asked (an aggregate reading 0 is gone).
-Python's cost per key stays small: each key's RESP bulk (`$12\r\nuser:1:name\r\n`) is made once
-and every command block is one join (a separator join where every key gets the same command);
-a round's replies are split on CR LF in two sections (OBJECT ENCODING's bulks, then the
-single-line replies: numbers, words, nils) and sliced; words and numbers are read through
-dicts that remember them. Nothing loops over keys in Python but for the keys whose encoding
-several types share, and for keys gone meanwhile; duplicates (SCAN may return a key twice) are
-found once, at the end, with Arrow. Each round is one write, and on a plain TCP socket the
-reader sleeps until the least its replies can weigh has arrived (SO_RCVLOWAT): on a busy host
-every wakeup may wait for a time slice.
+Where a key's type comes from (`type_source`):
+- "scan": each page is read by `SCAN cursor COUNT n TYPE t`, one for each type (string, hash,
+  list, set, zset, stream), instead of one plain SCAN. The TYPE filter is applied to the keys
+  of the buckets the page walks, so every typed SCAN from the same cursor walks the same
+  buckets and returns the same next cursor: a page where a cursor differs (a table resized
+  meanwhile) is read again by a plain SCAN, and TYPE asked for its keys. The plain SCAN is
+  sent beside the typed ones where a module is loaded (its keys are in no typed page: TYPE
+  asked), and once for the page where the key cap falls (its keys are cut in SCAN order).
+  Used where the filter is cheap: Valkey and Redis 7.2+ (filtered while walking, ~0.1 µs per
+  key for all the typed SCANs of a page, no keyspace hit in Valkey).
+- "scan+type": Redis 6.0-7.1 look each walked key up again for every typed SCAN (~0.27 µs per
+  key each, a keyspace hit each): beside the plain SCAN, only the most common type so far is
+  scanned (when it holds at least TYPED_SCAN_MIN_SHARE of the keys), TYPE is asked for the
+  others.
+- "encoding" (before 6.0: no SCAN TYPE; or when asked): OBJECT ENCODING of every key, which
+  names the type for most encodings, TYPE where the encoding is shared by several types.
+Then each key needs its length command and MEMORY USAGE (2 commands; 1 without element
+counts), the length command first: a key gone before it reads 0, and its MEMORY USAGE then reads
+null, so it is dropped, not misread. OBJECT ENCODING is asked for every key of the first
+ENCODING_FIRST_KEYS and then for one key in `encoding_every` (SCAN order is the hash table's:
+a sample that favours no prefix or type), and at the end for the biggest keys by bytes and by
+elements (the report's top keys): the result counts the encodings read.
+
+A round is [SCAN (typed SCANs), OBJECT ENCODING of the sampled keys of the last page, marker,
+the asks earlier replies made possible, marker, INFO cpu now and then], sent in one write; the
+next round is sent as soon as this one's SCAN replies are read, so the server always has the
+next round queued. A key's commands go in the round after its page ("scan"), or two rounds
+after it for keys whose TYPE was asked.
+Python's cost per key stays small: each key's RESP bulk (`$12\r\nuser:1:name\r\n`) is made at
+most once and every command block is one join (a separator join where every key gets the
+same command); a round's replies are split on CR LF in two sections (OBJECT ENCODING's bulks,
+then the single-line replies: numbers, words, nils) and sliced; words and numbers are read
+through dicts that remember them. A typed page's commands are built from the reply's own
+bytes (its keys' bulks back to back) by one replace; its replies come back in the same order.
+Nothing loops over keys in Python but for keys whose TYPE was asked and keys gone meanwhile;
+duplicates (SCAN may return a key twice) are found once, at the end, with Arrow. Each round is
+one write, and on a plain TCP socket the reader sleeps until the least its replies can weigh
+has arrived (SO_RCVLOWAT): on a busy host every wakeup may wait for a time slice.
 
 The budget is a share of the server's real CPU: INFO used_cpu_sys + used_cpu_user over wall
 time, less the rate measured just before the scan (other clients), read on the scan's own
@@ -102,6 +120,19 @@ ENCODING_TYPES = {
 # CLIENT NO-TOUCH exists from Redis 7.2 (Valkey reports redis_version 7.2.4). Before, sending
 # it would add an error to the server's counters: the version decides whether it is tried.
 NO_TOUCH_SINCE = (7, 2)
+# SCAN's TYPE option exists from Redis 6.0 (before, sending it would be a syntax error). From
+# 7.2 (and in Valkey) the filter is applied while walking, without a lookup: every type can be
+# scanned for next to nothing. Before, each typed SCAN looks every walked key up again (and
+# counts a keyspace hit): only a type holding this share of the keys is worth it (a lookup
+# costs about 0.4 of a TYPE command there).
+TYPED_SCAN_SINCE = (6, 0)
+CHEAP_TYPE_FILTER_SINCE = (7, 2)
+TYPED_SCAN_MIN_SHARE = 0.4
+SCAN_TYPES = ("string", "hash", "list", "set", "zset", "stream")
+# OBJECT ENCODING is read for every key of the first ENCODING_FIRST_KEYS taken, then for one in
+# ENCODING_EVERY (and for the top keys at the end); encoding_every=1 reads every key's.
+ENCODING_FIRST_KEYS = 4096
+ENCODING_EVERY = 16
 # Pacing reads the CPU counters at most this often (INFO costs server time too), except in
 # the first rounds, where the cost of a command is still unknown.
 PACING_INFO_INTERVAL_S = 0.1
@@ -158,7 +189,7 @@ class ScanResult:
     wall_s: float = 0.0
     paused_s: float = 0.0
     rounds: int = 0
-    scan_calls: int = 0
+    scan_calls: int = 0  # pages asked (each one plain SCAN, or typed SCANs, or both)
     commands: int = 0  # commands sent in the scan's rounds (markers and INFO included)
     duplicates: int = 0  # readings dropped: keys SCAN returned more than once (it may)
     vanished: int = 0  # keys gone between SCAN and their last command
@@ -171,7 +202,16 @@ class ScanResult:
     touch_mode: str = "skipped"
     touch_note: str | None = None  # why CLIENT NO-TOUCH was not used
     keys_touched: int = 0
-    keyspace_lookups: int = 0  # commands counted in INFO keyspace_hits/misses
+    # Lookups counted in INFO keyspace_hits/misses: TYPE, OBJECT ENCODING, length commands, and
+    # before Redis 7.2 every key a typed SCAN walked (7.2+: each key it returned; Valkey: none).
+    keyspace_lookups: int = 0
+    # Where the types came from: scan (typed SCAN pages), scan+type (the most common type by a
+    # typed SCAN, TYPE for the rest) or encoding (OBJECT ENCODING, TYPE where it is shared).
+    type_source: str = "encoding"
+    typed_scan_calls: int = 0  # SCAN ... TYPE t commands sent (scan_calls counts pages)
+    type_fallback_pages: int = 0  # pages whose typed SCANs' cursors differed: TYPE asked
+    encoding_every: int = 1  # after the first ENCODING_FIRST_KEYS, one key in this many
+    encodings_read: int = 0  # keys whose OBJECT ENCODING was read (top keys included)
     server_version: str | None = None
     # The server's CPU (INFO used_cpu_sys + used_cpu_user, all clients) at the scan's start and
     # end; the rate before the scan, taken as other clients' and subtracted from the scan's.
@@ -292,6 +332,7 @@ class _Protocol:
             usage += (b"SAMPLES", b"%d" % memory_samples)
         shapes = [
             (b"SCAN", b"0", b"COUNT", b"%d" % scan_count),
+            (b"SCAN", b"0", b"COUNT", b"%d" % scan_count, b"TYPE", b"string"),
             (b"TYPE", b"k"),
             usage,
             (b"OBJECT", b"ENCODING", b"k"),
@@ -310,9 +351,17 @@ class _Protocol:
         self.marker_reply = _bulk(marker)
         self.info = _command(b"INFO", b"cpu")
 
-    def scan(self, cursor: bytes, count: int) -> bytes:
-        """SCAN cursor COUNT n."""
-        return b"*4\r\n$4\r\nSCAN\r\n" + _bulk(cursor) + _bulk(b"COUNT") + _bulk(b"%d" % count)
+    def scan(
+        self, cursor: bytes, count: int, types: tuple[str, ...] = (), plain: bool = True
+    ) -> bytes:
+        """SCAN cursor COUNT n (unless not `plain`), then SCAN cursor COUNT n TYPE t for each
+        of `types`."""
+        args = _bulk(cursor) + _bulk(b"COUNT") + _bulk(b"%d" % count)
+        head = b"*4\r\n$4\r\nSCAN\r\n" + args if plain else b""
+        if not types:
+            return head
+        typed = b"*6\r\n$4\r\nSCAN\r\n" + args + b"$4\r\nTYPE\r\n"
+        return head + b"".join(typed + _bulk(t.encode()) for t in types)
 
     @staticmethod
     def same(head: bytes, bulks: list[bytes], tail: bytes = b"") -> bytes:
@@ -395,15 +444,16 @@ class _Reader:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
             self.lowat = 1
 
-    def scan_reply(self) -> tuple[bytes, list[bytes], list[bytes]]:
-        """Read one SCAN reply: (next cursor, keys, each key's RESP bulk)."""
+    def scan_reply(self) -> tuple[bytes, list[bytes], bytes | None]:
+        """Read one SCAN reply: (next cursor, keys, their bulks as the reply holds them back
+        to back, or None where a key holds CR LF)."""
         while True:
             try:
                 return self._scan_reply()
             except _Incomplete:
                 self.fill()
 
-    def _scan_reply(self) -> tuple[bytes, list[bytes], list[bytes]]:
+    def _scan_reply(self) -> tuple[bytes, list[bytes], bytes | None]:
         buf, p = self.buf, self.pos
         if buf[p : p + 1] == b"-":
             end = buf.find(b"\r\n", p)
@@ -427,7 +477,7 @@ class _Reader:
             # A CR LF inside a key shifts the pieces: the header before it then disagrees.
             if heads == list(map(_LENGTH_WORDS.__getitem__, map(len, keys))):
                 self.pos = p + sum(map(len, heads)) + sum(map(len, keys)) + 4 * count
-                return cursor, keys, _bulks(keys, heads)
+                return cursor, keys, buf[p : self.pos]
         keys = []
         for _ in range(count):  # binary-safe walk: a key may hold CR LF
             end = buf.find(b"\r\n", p)
@@ -439,7 +489,7 @@ class _Reader:
                 raise _Incomplete
             keys.append(buf[start : start + n])
         self.pos = p
-        return cursor, keys, _bulks(keys)
+        return cursor, keys, None
 
     def until_marker(self, marker_reply: bytes) -> bytes:
         """Every reply before the marker's echo, unparsed (see `lines`)."""
@@ -466,6 +516,15 @@ class _Reader:
             self.fill()
 
 
+def _block(head: bytes, keys: list[bytes], region: bytes | None, tail: bytes = b"") -> bytes:
+    """One command for each key, the same: `head`, the key's bulk, `tail`. From `region`, the
+    keys' bulks as a SCAN reply held them back to back, by one replace at C speed where no key
+    starts with `$` (the boundaries are then exactly the CR LF `$` in it)."""
+    if region is not None and region.count(b"\r\n$") == len(keys) - 1:
+        return head + region.replace(b"\r\n$", b"\r\n" + tail + head + b"$") + tail
+    return _Protocol.same(head, _bulks(keys), tail)
+
+
 def _bulks(keys: list[bytes], heads: list[bytes] | None = None) -> list[bytes]:
     """Each key's RESP bulk string (`$12\r\nuser:1:name\r\n`), from its `$12` when known."""
     if heads is None:
@@ -486,13 +545,19 @@ class _Batch:
     """One SCAN batch and what is known of each key so far (columns, in SCAN order)."""
 
     keys: list[bytes]
-    bulks: list[bytes]  # each key's RESP bulk, made once
+    bulks: list[bytes] | None  # each key's RESP bulk, made once ("encoding"), or none kept
     encodings: list[str | None] = field(default_factory=list)
     types: list[str | None] = field(default_factory=list)
     usages: list[int | None] = field(default_factory=list)
     elements: list[int | None] | None = None  # None: no length command sent
     shared: list[int] = field(default_factory=list)  # positions of encodings several types share
     gone: set[int] = field(default_factory=set)  # positions of keys gone meanwhile
+
+    def some_bulks(self, positions: list[int]) -> list[bytes]:
+        """The RESP bulks of the keys at `positions`."""
+        if self.bulks:
+            return [self.bulks[i] for i in positions]
+        return _bulks([self.keys[i] for i in positions])
 
 
 @dataclass
@@ -504,6 +569,7 @@ class _Ask:
     commands: int
     heads: list[bytes] | None = None  # main: each key's length command (or TYPE)
     positions: list[int] | None = None  # length: the keys asked
+    blocks: list[bytes] | None = None  # the commands, built when the ask was made
 
 
 @dataclass
@@ -592,27 +658,138 @@ class _Pacer:
 
 
 class _Scan:
-    """The state of one scan: batches, and asks waiting to be sent."""
+    """The state of one scan: batches, and asks waiting to be sent.
+
+    `type_source`: "scan" (a typed SCAN for every type), "scan+type" (a plain SCAN, and a
+    typed one for the most common type only, when common enough) or "encoding" (see the
+    module's docstring). `modules`: a module is loaded (its types are in no typed page)."""
 
     def __init__(
-        self, proto: _Protocol, result: ScanResult, lengths: bool, raw_is_string: bool
+        self,
+        proto: _Protocol,
+        result: ScanResult,
+        lengths: bool,
+        raw_is_string: bool,
+        type_source: str = "encoding",
+        encoding_every: int = ENCODING_EVERY,
+        walk_lookups: str = "none",
     ) -> None:
         self.proto, self.result, self.lengths = proto, result, lengths
         self.encoding_types = dict(ENCODING_TYPES)
         if not raw_is_string:
             del self.encoding_types["raw"]
+        self.modules = not raw_is_string
         # Stage 2's first command by the type the encoding named; TYPE where it named none.
         self.heads: dict[str | None, bytes] = {None: proto.type, **proto.lengths}
         self.ints = _Ints()
         self.batches: list[_Batch] = []
         self.queued: list[_Ask] = []
+        self.type_source = type_source
+        self.encoding_every = max(1, encoding_every)
+        # Keyspace lookups a typed SCAN costs: "walked" (before 7.2: every key of the page, for
+        # each typed SCAN), "returned" (Redis 7.2+: each key it returns), "none" (Valkey).
+        self.walk_lookups = walk_lookups
+        self.taken = 0  # keys added so far (their position in SCAN order)
+        self.type_counts: Counter = Counter({"string": 1})  # keys per type, from typed pages
+
+    def scan_types(self) -> tuple[str, ...]:
+        """The typed SCANs of the next page: every type ("scan"), or for "scan+type" only the
+        most common one so far if it holds TYPED_SCAN_MIN_SHARE of the keys."""
+        if self.type_source == "encoding":
+            return ()
+        if self.type_source == "scan+type":  # (a module's type, or "?", is never scanned)
+            total = sum(self.type_counts.values())
+            common, n = max((self.type_counts[t], t) for t in SCAN_TYPES)[::-1]
+            return (common,) if n >= TYPED_SCAN_MIN_SHARE * total else ()
+        return SCAN_TYPES
+
+    def wants_plain(self) -> bool:
+        """Whether a page needs the plain SCAN beside its typed ones: for the keys in no typed
+        page (TYPE asked), where the typed pages do not cover every type a key may have."""
+        return self.type_source != "scan" or self.modules
 
     def add_batch(self, keys: list[bytes], bulks: list[bytes]) -> None:
-        """Queue OBJECT ENCODING for fresh keys (kept in SCAN order: the server's cache
-        likes it)."""
+        """A SCAN page ("encoding"): OBJECT ENCODING queued for its keys (kept in SCAN order:
+        the server's cache likes it), which will name most keys' types."""
         batch = _Batch(keys, bulks)
         self.batches.append(batch)
+        self.taken += len(keys)
         self.queued.append(_Ask("encoding", batch, len(keys)))
+
+    def add_pages(
+        self, pages: list[tuple[str, list[bytes], bytes | None]], plain: list[bytes] | None
+    ) -> None:
+        """A page whose types came from typed SCANs: `pages` holds (type, keys, the keys' raw
+        bulks as the reply held them, or None) for each type, `plain` the page's keys (None
+        where the typed pages cover every type). The batch holds each typed page's keys in
+        turn (their commands are built from the reply's bytes at C speed), then the keys in no
+        typed page (type unknown: TYPE asked). The sampled keys' OBJECT ENCODING, and each key's
+        length command and MEMORY USAGE are queued."""
+        proto, result = self.proto, self.result
+        keys: list[bytes] = []
+        types: list[str | None] = []
+        lengths: list[bytes] = []  # command blocks, in batch order
+        usages: list[bytes] = []
+        for kind, page, region in pages:
+            self.type_counts[kind] += len(page)
+            if self.walk_lookups == "walked":  # each typed SCAN looked up every walked key
+                result.keyspace_lookups += len(plain) if plain is not None else 0
+            elif self.walk_lookups == "returned":
+                result.keyspace_lookups += len(page)
+            if not page:
+                continue
+            keys += page
+            types += [kind] * len(page)
+            if self.lengths:
+                lengths.append(_block(proto.lengths[kind], page, region))
+            usages.append(_block(proto.usage, page, region, proto.usage_tail))
+        if self.walk_lookups == "walked" and plain is None:
+            result.keyspace_lookups += len(keys) * len(pages)
+        rest = [] if plain is None else list(set(plain).difference(*(p for _, p, _ in pages)))
+        batch = _Batch(keys, None)
+        if rest:
+            first = len(keys)
+            keys += rest
+            types += [None] * len(rest)
+            batch.shared = list(range(first, len(keys)))
+            bulks = _bulks(rest)
+            head = proto.same(proto.type, bulks)
+            if self.lengths:
+                lengths.append(head)
+            usages.append(proto.usages(bulks))
+            if not self.lengths:
+                usages.append(head)
+        batch.types = types
+        n = len(keys)
+        batch.encodings = [None] * n
+        self.batches.append(batch)
+        first, self.taken = self.taken, self.taken + n
+        every = self.encoding_every
+        if every == 1:
+            sample = list(range(n))
+        else:
+            head_n = max(0, min(n, ENCODING_FIRST_KEYS - first))
+            start = (-first) % every  # the first position of the batch on the 1-in-`every` grid
+            if start < head_n:
+                start += (head_n - start + every - 1) // every * every
+            sample = [*range(head_n), *range(start, n, every)]
+        if sample:
+            self.queued.append(_Ask("encoding", batch, len(sample), positions=sample))
+        commands = 2 * n if self.lengths else n + len(rest)
+        blocks = [*lengths, *usages]
+        self.queued.append(
+            _Ask("main", batch, commands, heads=[] if self.lengths else None, blocks=blocks)
+        )
+
+    def _queue_main(self, batch: _Batch) -> None:
+        """Each key's [length command, or TYPE where its type is unknown], then MEMORY USAGE;
+        without element counts, MEMORY USAGE then TYPE where unknown."""
+        n = len(batch.keys)
+        if self.lengths:
+            heads = list(map(self.heads.__getitem__, batch.types))
+            self.queued.append(_Ask("main", batch, 2 * n, heads=heads))
+        else:
+            self.queued.append(_Ask("main", batch, n + len(batch.shared)))
 
     def take(self) -> tuple[_Ask | None, list[_Ask]]:
         """The asks of the next round: at most one OBJECT ENCODING ask (its replies are a
@@ -628,28 +805,32 @@ class _Scan:
         A key's length command always goes before its MEMORY USAGE: a key gone before the
         length command reads 0, and its MEMORY USAGE then reads null (dropped, not misread)."""
         batch, proto = ask.batch, self.proto
+        if ask.blocks is not None:
+            return ask.blocks
         if ask.stage == "encoding":
-            return [proto.same(proto.encoding, batch.bulks)]
+            if ask.positions is None:
+                return [proto.same(proto.encoding, batch.bulks)]
+            return [proto.same(proto.encoding, batch.some_bulks(ask.positions))]
         if ask.stage == "length":
-            bulks = [batch.bulks[i] for i in ask.positions]
+            bulks = batch.some_bulks(ask.positions)
             return [proto.own([proto.lengths[batch.types[i]] for i in ask.positions], bulks)]
         if ask.heads is not None:  # [length command or TYPE], then MEMORY USAGE
             return [proto.own(ask.heads, batch.bulks), proto.usages(batch.bulks)]
-        # Lengths skipped: MEMORY USAGE, then TYPE where the encoding named no type.
+        # Lengths skipped: MEMORY USAGE, then TYPE where the type is not known yet.
         shared = [batch.bulks[i] for i in batch.shared]
         return [proto.usages(batch.bulks), proto.same(proto.type, shared)]
 
     def read_encodings(self, ask: _Ask, section: bytes) -> None:
-        """OBJECT ENCODING replies of a batch: the type where the encoding names it, and
-        stage 2 queued."""
+        """OBJECT ENCODING replies: of a sample of a batch's keys (stored), or ("encoding") of
+        all of them, naming the type where the encoding names it, and stage 2 queued."""
         batch = ask.batch
-        n = len(batch.keys)
-        self.result.keyspace_lookups += n
-        pieces = (b"\r\n" + section[:-2]).split(b"\r\n$")
-        if len(pieces) == n + 1 and section[:1] != b"-" and b"\r\n-" not in section:
-            batch.encodings = list(map(_ENCODINGS.__getitem__, pieces[1:]))
-        else:  # an error reply (an ACL may forbid OBJECT ENCODING): line by line
-            batch.encodings = self._encodings_walked(n, lines(section))
+        encodings = self._parse_encodings(ask.commands, section)
+        if ask.positions is not None:  # a sample: "" (gone) and errors stay unknown
+            stored = batch.encodings
+            for i, encoding in zip(ask.positions, encodings, strict=True):
+                stored[i] = encoding or None
+            return
+        batch.encodings = encodings
         batch.types = list(map(self.encoding_types.get, batch.encodings))
         if None in batch.types:
             if "" in batch.encodings:  # a null: gone between SCAN and OBJECT ENCODING
@@ -659,11 +840,42 @@ class _Scan:
                         batch.encodings[i] = None
             nameless = map(operator.is_, batch.types, repeat(None))
             batch.shared = [i for i in compress(count(), nameless) if i not in batch.gone]
-        if self.lengths:  # [length command or TYPE] for every key, then MEMORY USAGE
-            heads = list(map(self.heads.__getitem__, batch.types))
-            self.queued.append(_Ask("main", batch, 2 * n, heads=heads))
-        else:  # MEMORY USAGE for every key, then TYPE for the shared encodings
-            self.queued.append(_Ask("main", batch, n + len(batch.shared)))
+        self._queue_main(batch)
+
+    def _parse_encodings(self, n: int, section: bytes) -> list[str | None]:
+        """`n` OBJECT ENCODING replies: names, "" for a null (gone), None for an error."""
+        self.result.keyspace_lookups += n
+        pieces = (b"\r\n" + section[:-2]).split(b"\r\n$")
+        if len(pieces) == n + 1 and section[:1] != b"-" and b"\r\n-" not in section:
+            return list(map(_ENCODINGS.__getitem__, pieces[1:]))
+        # An error reply (an ACL may forbid OBJECT ENCODING): line by line.
+        return self._encodings_walked(n, lines(section))
+
+    def top_encodings(self, top_keys: int, sock, reader: _Reader) -> None:
+        """After `collect`: read the OBJECT ENCODING not yet read of the `top_keys` biggest
+        keys by bytes and by elements (aggregates), ranked as the report ranks them (ties by
+        key name), so that its top keys all show one."""
+        result = self.result
+        n = len(result.keys)
+        if n == 0:
+            return
+        wanted = set(_top(pa.array(result.memory_usage_bytes, pa.int64()), result.keys, top_keys))
+        if result.touch_mode != "skipped":  # aggregates only: a string's "elements" are bytes
+            strings = pc.equal(pa.array(result.types, pa.string()), "string")
+            elements = pa.array(result.elements, pa.int64())
+            aggregates = pc.if_else(strings, pa.scalar(None, pa.int64()), elements)
+            wanted.update(_top(aggregates, result.keys, top_keys))
+        positions = sorted(i for i in wanted if result.encodings[i] is None)
+        if not positions:
+            return
+        proto = self.proto
+        bulks = _bulks([result.keys[i] for i in positions])
+        sock.sendall(proto.same(proto.encoding, bulks) + proto.marker)
+        reader.expect(5 * len(positions) + len(proto.marker_reply))
+        encodings = self._parse_encodings(len(positions), reader.until_marker(proto.marker_reply))
+        for i, encoding in zip(positions, encodings, strict=True):
+            result.encodings[i] = encoding or None
+        result.commands += len(positions) + 1
 
     def _encodings_walked(self, n: int, replies: list[bytes]) -> list[str | None]:
         encodings: list[str | None] = []
@@ -727,6 +939,7 @@ class _Scan:
     def _store_types(self, batch: _Batch, type_lines: list[bytes]) -> None:
         """TYPE replies of the keys whose encoding several types share."""
         names = list(map(_TYPES.__getitem__, type_lines))
+        self.type_counts.update(names)  # with the typed pages': the most common type so far
         types = batch.types
         for i, name in zip(batch.shared, names, strict=True):
             types[i] = name
@@ -785,7 +998,7 @@ class _Scan:
         """Keep the first reading of a key SCAN returned twice (its guarantee allows it while
         the server resizes its table). Counted once, vectorized: no per-key set in the loop."""
         result = self.result
-        distinct = pc.count_distinct(pa.array(result.keys, pa.binary())).as_py()
+        distinct = len(pc.unique(pa.array(result.keys, pa.binary())))  # 4× count_distinct's speed
         if distinct == len(result.keys):
             return
         seen: set[bytes] = set()
@@ -793,6 +1006,18 @@ class _Scan:
         result.duplicates = len(keep) - distinct
         for name in ("keys", "types", "encodings", "memory_usage_bytes", "elements"):
             setattr(result, name, list(compress(getattr(result, name), keep)))
+
+
+def _top(values: pa.Array, keys: list[bytes], k: int) -> list[int]:
+    """Positions of the `k` largest values (nulls never), ties by key: the report's ranking."""
+    if values.null_count == len(values) or k <= 0:
+        return []
+    kth = pc.select_k_unstable(values, k, sort_keys=[("dummy", "descending")])
+    floor = min(v for v in values.take(kth).to_pylist() if v is not None)
+    candidates = pc.indices_nonzero(pc.greater_equal(values, floor)).to_pylist()
+    chosen = values.take(pa.array(candidates, pa.int64())).to_pylist()
+    ranked = sorted(zip(candidates, chosen, strict=True), key=lambda c: (-c[1], keys[c[0]]))
+    return [i for i, _ in ranked[:k]]
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -822,14 +1047,24 @@ def scan_keyspace(
     allow_touch: bool = False,
     baseline_s: float = 0.5,
     on_server_host: bool = False,
+    type_source: str = "auto",
+    encoding_every: int | None = None,
+    top_keys: int = 0,
 ) -> ScanResult:
-    """SCAN the client's database and read each key's bytes, encoding, type and length,
-    within `budget`; stops cleanly at the key or time cap. Keys come in no particular order.
+    """SCAN the client's database and read each key's type, bytes and length, and the
+    encoding of a sample, within `budget`; stops cleanly at the key or time cap. Keys come in
+    no particular order (SCAN's).
 
     Length commands are sent with CLIENT NO-TOUCH ON where the server has it; elsewhere only
     when `allow_touch` (each key's LRU/LFU clock is then reset, and counted). `baseline_s`:
     how long the server's CPU rate is read before the scan (other clients' share).
     `on_server_host`: the server's process is this machine's (its CPU is read from /proc too).
+    `type_source`: "auto" (by the server: see the module's docstring), "scan", "scan+type" or
+    "encoding" (every key's OBJECT ENCODING; `encoding_every` is then 1). `encoding_every`:
+    after the first ENCODING_FIRST_KEYS keys, one key's OBJECT ENCODING in this many (None:
+    ENCODING_EVERY).
+    `top_keys`: the encodings of this many biggest keys by bytes and by elements are read at
+    the end (the report's top keys).
     `client` comes from yardstick.connect.open_client (INFO as text)."""
     marker = b"yardstick-scan-" + secrets.token_hex(8).encode()
     proto = _Protocol(scan_count, memory_samples, marker)
@@ -860,7 +1095,31 @@ def scan_keyspace(
             result.touch_mode = "no-touch"
         else:
             result.touch_mode = "touched" if allow_touch else "skipped"
-        scan = _Scan(proto, result, result.touch_mode != "skipped", raw_is_string=not modules)
+        valkey = "valkey_version" in server or server.get("server_name") == "valkey"
+        if type_source == "auto":
+            if version < TYPED_SCAN_SINCE:
+                type_source = "encoding"
+            elif valkey or version >= CHEAP_TYPE_FILTER_SINCE:
+                type_source = "scan"
+            else:
+                type_source = "scan+type"
+        if encoding_every is None:
+            encoding_every = ENCODING_EVERY
+        if type_source == "encoding":
+            encoding_every = 1
+        walk_lookups = (
+            "none" if valkey else "returned" if version >= CHEAP_TYPE_FILTER_SINCE else "walked"
+        )
+        result.type_source, result.encoding_every = type_source, max(1, encoding_every)
+        scan = _Scan(
+            proto,
+            result,
+            result.touch_mode != "skipped",
+            raw_is_string=not modules,
+            type_source=type_source,
+            encoding_every=encoding_every,
+            walk_lookups=walk_lookups,
+        )
         pid = int(server.get("process_id", 0) or 0) if on_server_host else 0
 
         # Other clients' CPU share, just before the scan: subtracted from what the scan costs.
@@ -882,25 +1141,42 @@ def scan_keyspace(
         start = time.perf_counter()
         result.cpu_start_s = cpu1
         pacer = _Pacer(budget.cpu_share, result.baseline_cpu_share, start, cpu1)
-        cursor: bytes | None = b"0"  # None once the scan stops asking for keys
-        inflight: deque[tuple[bool, list[_Ask], bool, int]] = deque()
+        cursor: bytes | None = b"0"  # the next page's cursor; None once no page is asked
+        # A page read again by a plain SCAN from the same cursor (next round): to cut it in
+        # SCAN order at the key cap, or because its typed SCANs' next cursors differed.
+        again: dict | None = None
+        inflight: deque[tuple] = deque()
+
+        def wants_round() -> bool:
+            return (
+                cursor is not None or bool(scan.queued) or (again is not None and not again["sent"])
+            )
 
         def send_round() -> None:
             encoding, fixed = scan.take()
             asks = fixed if encoding is None else [encoding, *fixed]
             commands = sum(ask.commands for ask in asks) + 2  # + the two markers
             info = pacer.wants_info(time.perf_counter())
-            commands += info + (cursor is not None)
+            page = None  # (kind, cursor, COUNT, types, plain SCAN too)
+            if again is not None and not again["sent"]:
+                again["sent"] = True
+                page = ("again", again["cursor"], again["count"], (), True)
+            elif cursor is not None:
+                types = scan.scan_types()
+                plain = scan.wants_plain() or not types
+                page = ("page", cursor, pacer.scan_count(scan_count), types, plain)
+            scans = 0 if page is None else page[4] + len(page[3])
+            commands += info + scans
             pause_s = pacer.pause_s(time.perf_counter(), commands)
             interrupt.check()
             if pause_s > 0:
                 interrupt.sleep(pause_s)
                 result.paused_s += pause_s
-            # SCAN [OBJECT ENCODING] marker [single-line replies] marker [INFO], sent at once.
-            # SCAN goes first: its reply comes back while the server still works on the rest,
-            # and the next round (with OBJECT ENCODING of the keys it returned) is queued
+            # SCAN(s) [OBJECT ENCODING] marker [single-line replies] marker [INFO], sent at
+            # once. SCAN goes first: its reply comes back while the server still works on the
+            # rest, and the next round (with the commands of the keys it returned) is queued
             # behind this one, so the server never waits for the client.
-            pieces = [proto.scan(cursor, pacer.scan_count(scan_count))] if cursor else []
+            pieces = [] if page is None else [proto.scan(*page[1:])]
             if encoding is not None:
                 pieces += scan.encode(encoding)
             pieces.append(proto.marker)
@@ -909,49 +1185,109 @@ def scan_keyspace(
             pieces.append(proto.marker + proto.info if info else proto.marker)
             sock.sendall(b"".join(pieces))
             # The least its replies weigh, up to each marker: what the reader may sleep for.
-            least_head = (16 if cursor else 0) + len(proto.marker_reply)
+            least_head = 15 * scans + len(proto.marker_reply)
             least_head += 5 * encoding.commands if encoding is not None else 0
             least_tail = 4 * sum(ask.commands for ask in fixed) + len(proto.marker_reply)
             pacer.commands_sent += commands
             pacer.rounds += 1
             inflight.append(
-                (
-                    cursor is not None,
-                    encoding,
-                    fixed,
-                    info,
-                    pacer.commands_sent,
-                    least_head,
-                    least_tail,
-                )
+                (page, encoding, fixed, info, pacer.commands_sent, least_head, least_tail)
             )
             result.rounds += 1
-            result.scan_calls += cursor is not None
+            result.scan_calls += page is not None
+            result.typed_scan_calls += 0 if page is None else len(page[3])
             result.commands += commands
+
+        def go_on(next_cursor: bytes) -> None:
+            """The next page's cursor, unless the scan is complete or out of time."""
+            nonlocal cursor
+            if next_cursor == b"0":
+                cursor = None
+            elif time.perf_counter() - start >= budget.max_wall_s:
+                cursor, result.stop_reason = None, "time_cap"
+            else:
+                cursor = next_cursor
+
+        def cut(keys: list[bytes], next_cursor: bytes) -> list[bytes]:
+            """A plain page's keys within the key cap, and what comes next."""
+            nonlocal cursor, taken
+            room = budget.max_keys - taken
+            if len(keys) > room or (len(keys) == room and next_cursor != b"0"):
+                keys = keys[:room]
+                cursor, result.stop_reason = None, "key_cap"
+            else:
+                go_on(next_cursor)
+            taken += len(keys)
+            return keys
+
+        def take_page(page: tuple, plain: tuple | None, typed: list[tuple]) -> None:
+            """One page's replies: the plain SCAN's (cursor, keys, raw bulks) or None, and the
+            typed SCANs' (type, cursor, keys, raw bulks)."""
+            nonlocal cursor, again, taken
+            if scan.type_source == "encoding":
+                keys = cut(plain[1], plain[0])
+                if keys:
+                    scan.add_batch(keys, _bulks(keys))
+                return
+            if page[0] == "again":
+                held, again = again["pages"], None
+                if held is None:  # its typed SCANs disagreed: every type asked with TYPE
+                    keys = cut(plain[1], plain[0])
+                    if keys:
+                        scan.add_pages([], keys)
+                    return
+                keys = plain[1][: budget.max_keys - taken]  # the key cap, in SCAN order
+                allowed = set(keys)
+                taken += len(keys)
+                scan.add_pages(
+                    [(t, [k for k in ks if k in allowed], None) for t, ks, _ in held], keys
+                )
+                return
+            cursors = {c for _, c, _, _ in typed} | ({plain[0]} if plain is not None else set())
+            if len(cursors) > 1:  # not the same buckets (a table resized meanwhile)
+                result.type_fallback_pages += 1
+                if plain is not None:
+                    keys = cut(plain[1], plain[0])
+                    if keys:
+                        scan.add_pages([], keys)
+                else:
+                    again = {"cursor": page[1], "count": page[2], "pages": None, "sent": False}
+                    cursor = None
+                return
+            next_cursor = cursors.pop()
+            pages = [(t, ks, region) for t, _, ks, region in typed]
+            n = len(plain[1]) if plain is not None else sum(len(ks) for _, ks, _ in pages)
+            room = budget.max_keys - taken
+            if n > room or (n == room and next_cursor != b"0"):
+                cursor, result.stop_reason = None, "key_cap"
+                if plain is None:  # its order is needed: read it again without TYPE
+                    again = {"cursor": page[1], "count": page[2], "pages": pages, "sent": False}
+                    return
+                keys = plain[1][:room]
+                allowed = set(keys)
+                taken += len(keys)
+                scan.add_pages(
+                    [(t, [k for k in ks if k in allowed], None) for t, ks, _ in pages], keys
+                )
+                return
+            go_on(next_cursor)
+            taken += n
+            if n:
+                scan.add_pages(pages, plain[1] if plain is not None else None)
 
         send_round()
         while inflight:
-            scanned, encoding, fixed, info, commands_through, least_head, least_tail = (
+            page, encoding, fixed, info, commands_through, least_head, least_tail = (
                 inflight.popleft()
             )
             reader.expect(least_head)
-            if scanned:
-                next_cursor, keys, bulks = reader.scan_reply()
-                room = budget.max_keys - taken
-                if len(keys) > room or (len(keys) == room and next_cursor != b"0"):
-                    keys, bulks = keys[:room], bulks[:room]
-                    cursor, result.stop_reason = None, "key_cap"
-                elif next_cursor == b"0":
-                    cursor = None
-                elif time.perf_counter() - start >= budget.max_wall_s:
-                    cursor, result.stop_reason = None, "time_cap"
-                else:
-                    cursor = next_cursor
-                taken += len(keys)
-                if keys:
-                    scan.add_batch(keys, bulks)
+            if page is not None:
+                plain = reader.scan_reply() if page[4] else None
+                # The same page's keys of each type (the same buckets, so the same next cursor).
+                typed = [(t, *reader.scan_reply()) for t in page[3]]
+                take_page(page, plain, typed)
             # The server is still on this round: queue the next one behind it, then read on.
-            if not inflight and (cursor is not None or scan.queued):
+            if not inflight and wants_round():
                 send_round()
             # Each section is read as soon as it is in, while the server works on the next.
             encodings = reader.until_marker(proto.marker_reply)
@@ -970,8 +1306,11 @@ def scan_keyspace(
                 at += ask.commands
             if at != len(replies):
                 raise ScanError("reply stream out of step with the commands sent")
-            if not inflight and scan.queued:
+            if not inflight and wants_round():
                 send_round()
+        scan.collect()
+        if top_keys > 0 and result.encoding_every > 1:
+            scan.top_encodings(top_keys, sock, reader)
         reader.close()  # redis-py reads this connection again from here
         end_cpu = info_cpu_s(_text(_ask(conn, "INFO", "cpu")))
         end = time.perf_counter()
@@ -991,7 +1330,7 @@ def scan_keyspace(
     finally:
         client.connection_pool.release(conn)
     result.own_after = own_stats(client)
-    scan.collect()
+    result.encodings_read = len(result.encodings) - result.encodings.count(None)
     return result
 
 

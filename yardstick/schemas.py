@@ -487,6 +487,15 @@ TABLES.update(
                 ("cpu_peak_share", pa.float64()),
                 ("cpu_peak_window_s", pa.float64()),
                 ("over_budget_longest_s", pa.float64()),
+                # Added with typed SCAN pages; null in older files (every key's OBJECT ENCODING
+                # was read then). scan | scan+type | encoding: where each key's type came from.
+                ("type_source", pa.string()),
+                ("typed_scan_calls", pa.int64()),  # SCAN ... TYPE t commands sent
+                ("type_fallback_pages", pa.int64()),  # typed SCANs disagreed: TYPE asked
+                # After the first 4096 keys, one key's OBJECT ENCODING in this many (1: every
+                # key's), plus the top keys'; and how many keys' encodings were read.
+                ("encoding_every", pa.int64()),
+                ("encodings_read", pa.int64()),
             ]
         ),
         # Every key the scan sampled (what --bigkeys and --memkeys print, per key).

@@ -10,24 +10,48 @@ scans as (
     {{ in_batch(ref('keyspace_scan_costs')) }}
 ),
 
+encoding_groups as (
+    /* Keys by type and encoding. Since types come from typed SCAN pages, OBJECT ENCODING is
+       read for a sample of the keys (and the top keys): the shares are then over the keys
+       whose encoding was read, and say how many those are. Before, every key's was asked
+       (an encoding that could not be read shows as '?'). */
+    select
+        k.run_id,
+        k.env,
+        k.prefix,
+        k.type,
+        k.encoding,
+        count(*) as n,
+        k.encoding is not null or coalesce(s.encoding_every, 1) = 1 as counted,
+        sum(count(*)) over (partition by k.run_id, k.env, k.prefix) as keys_all,
+        sum(case when k.encoding is not null or coalesce(s.encoding_every, 1) = 1
+            then count(*) else 0 end) over (partition by k.run_id, k.env, k.prefix) as keys_read,
+    from keys as k
+    join scans as s on s.run_id = k.run_id and s.env = k.env
+    group by k.run_id, k.env, k.prefix, k.type, k.encoding, s.encoding_every
+),
+
 encodings as (
-    /* "hashtable 80 %, listpack 20 %": how the prefix's keys are stored. */
+    /* "hash hashtable 80 %, hash listpack 20 %": how the prefix's keys are stored; with
+       " (encodings of 12 of 340 keys read)" where only a sample's were read. */
     select
         run_id,
         env,
         prefix,
-        string_agg(
-            coalesce(type, '?') || ' ' || coalesce(encoding, '?') || ' '
-                || round(100.0 * n / total)::int || ' %',
-            ', ' order by n desc
-        ) as encodings,
-    from (
-        select
-            run_id, env, prefix, type, encoding, count(*) as n,
-            sum(count(*)) over (partition by run_id, env, prefix) as total,
-        from keys
-        group by run_id, env, prefix, type, encoding
-    )
+        coalesce(
+            string_agg(
+                coalesce(type, '?') || ' ' || coalesce(encoding, '?') || ' '
+                    || round(100.0 * n / nullif(keys_read, 0))::int || ' %',
+                ', ' order by n desc, type, encoding
+            ) filter (where counted),
+            'not read'
+        ) || case
+            when max(keys_read) < max(keys_all)
+                then ' (encodings of ' || max(keys_read) || ' of ' || max(keys_all)
+                    || ' keys read)'
+            else ''
+        end as encodings,
+    from encoding_groups
     group by run_id, env, prefix
 ),
 

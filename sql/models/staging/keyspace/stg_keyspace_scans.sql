@@ -48,4 +48,11 @@ select
     cpu_peak_share,             /* highest share over one pacing window (>= 0.1 s) */
     cpu_peak_window_s,
     over_budget_longest_s,      /* longest run of pacing windows over the budget */
+    /* Null before types came from typed SCAN pages (every key's OBJECT ENCODING read then). */
+    type_source,                /* scan | scan+type | encoding: where each key's type came from */
+    typed_scan_calls,           /* SCAN ... TYPE t commands */
+    type_fallback_pages,        /* pages whose typed SCANs disagreed: TYPE asked instead */
+    encoding_every,             /* after the first 4096 keys, one key's OBJECT ENCODING in this
+                                   many (1: every key's), and the top keys' */
+    encodings_read,             /* keys whose OBJECT ENCODING was read */
 from {{ source('lake', 'raw_keyspace_scans') }}
