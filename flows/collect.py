@@ -142,8 +142,9 @@ def collect_environment(
     # that collections cannot pile up behind a long experiment) instead of reading a server
     # mid-experiment.
     try:
-        with host_slot(env, f"yardstick collect {run_id}", run_logger().info,
-                       wait_s=host_wait_s) as slot:
+        with host_slot(
+            env, f"yardstick collect {run_id}", run_logger().info, wait_s=host_wait_s
+        ) as slot:
             unreachable = slot.unreachable
             if unreachable:
                 steps.append(unreachable_step(env, unreachable))
@@ -156,9 +157,18 @@ def collect_environment(
                     unreachable = step.pop("unreachable")
     except (HostBusy, TimeoutError) as exc:
         now = utc_now()
-        steps = [{"family": f.name, "started_at": now, "finished_at": now, "duration_s": 0.0,
-                  "window_s": 0.0, "status": "skipped", "reason": f"host busy: {exc}"}
-                 for f in families]
+        steps = [
+            {
+                "family": f.name,
+                "started_at": now,
+                "finished_at": now,
+                "duration_s": 0.0,
+                "window_s": 0.0,
+                "status": "skipped",
+                "reason": f"host busy: {exc}",
+            }
+            for f in families
+        ]
     return record_run(env, profile, run_id, lake_dir, host_group, started_at, start, steps)
 
 
@@ -283,8 +293,14 @@ def collect(
         if site is None and config_path:
             for remote, remote_envs in by_site.items():
                 if remote != LOCAL_SITE:
-                    send_collection(remote, remote_envs, config_path, lake_dir,
-                                    keep_slowlog_args, compact_after_files)
+                    send_collection(
+                        remote,
+                        remote_envs,
+                        config_path,
+                        lake_dir,
+                        keep_slowlog_args,
+                        compact_after_files,
+                    )
         envs = by_site.get(site or LOCAL_SITE, [])
         # Same rule as the nightly run: one server host is read by one thing at a time.
         outcomes = collect_environments(envs, profile, run_id, lake_dir, server_binary)

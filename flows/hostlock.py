@@ -123,8 +123,12 @@ def file_lock(
                     ) from None
                 interrupt.sleep(POLL_S)
         if writable:
-            facts = {"pid": os.getpid(), "host": socket.gethostname(), "what": what,
-                     "since": utc_now().isoformat(timespec="seconds")}
+            facts = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "what": what,
+                "since": utc_now().isoformat(timespec="seconds"),
+            }
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(facts).encode(), 0)
         try:
@@ -182,7 +186,8 @@ def host_slot(
             name = lock_name(identity)
             ensure_limit(name)
             stack.enter_context(
-                concurrency(name, occupy=1, timeout_seconds=wait_s, lease_duration=LEASE_S,
-                            strict=False)
+                concurrency(
+                    name, occupy=1, timeout_seconds=wait_s, lease_duration=LEASE_S, strict=False
+                )
             )
         yield Slot(identity)

@@ -121,8 +121,15 @@ def unreachable_step(env: Environment, reason: str) -> dict:
     identity call): the families after it are not attempted."""
     run_logger().warning("%s: not measured: %s", env.name, reason)
     now = utc_now()
-    return {"family": "connect", "started_at": now, "finished_at": now, "duration_s": 0.0,
-            "window_s": 0.0, "status": "failed", "reason": reason}
+    return {
+        "family": "connect",
+        "started_at": now,
+        "finished_at": now,
+        "duration_s": 0.0,
+        "window_s": 0.0,
+        "status": "failed",
+        "reason": reason,
+    }
 
 
 def cleanup_step(env: Environment, profile: Profile) -> dict:

@@ -257,9 +257,13 @@ def nightly(
         return Cancelled(
             message=f"{interrupt.stop_reason()}: stopped after restoring the servers",
             data=RunSummary(
-                run_id=run_id, profile=chosen.name, lake_dir=lake_dir,
-                warehouse_path=warehouse_path, out_dir=out_dir,
-                wall_s=time.perf_counter() - wall_start, outcomes=outcomes,
+                run_id=run_id,
+                profile=chosen.name,
+                lake_dir=lake_dir,
+                warehouse_path=warehouse_path,
+                out_dir=out_dir,
+                wall_s=time.perf_counter() - wall_start,
+                outcomes=outcomes,
             ),
         )
     compact_lake(lake_dir)

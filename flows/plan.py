@@ -94,12 +94,15 @@ def _paired(env: Environment) -> str | None:
 FAMILIES: list[Family] = [
     Family("fingerprint", lambda env, profile, ctx: fingerprint(env, ctx.server_binary)),
     Family(
-        "intrinsic", lambda env, profile, ctx: intrinsic(profile.intrinsic),
-        needs_server_host=True, tool="redis-cli",
+        "intrinsic",
+        lambda env, profile, ctx: intrinsic(profile.intrinsic),
+        needs_server_host=True,
+        tool="redis-cli",
         params=lambda p: {"intrinsic": p.intrinsic},
     ),
     Family(
-        "round_trip", lambda env, profile, ctx: round_trip(env, profile.round_trip),
+        "round_trip",
+        lambda env, profile, ctx: round_trip(env, profile.round_trip),
         params=lambda p: {"round_trip": p.round_trip},
     ),
 ]
@@ -108,22 +111,29 @@ FAMILIES: list[Family] = [
 # before the scratch experiments fill the queue with the tool's own.
 FAMILIES += [
     Family(
-        "slowlog", lambda env, profile, ctx: collect_slowlog(env, profile.slowlog),
+        "slowlog",
+        lambda env, profile, ctx: collect_slowlog(env, profile.slowlog),
         params=lambda p: {"slowlog": p.slowlog},
     ),
     Family("latency_monitor", lambda env, profile, ctx: collect_latency(env)),
     Family("counters", lambda env, profile, ctx: snapshot_counters(env)),
     Family(
-        "contention", lambda env, profile, ctx: contention(env, profile.contention),
-        scratch_only=True, params=lambda p: {"contention": p.contention},
+        "contention",
+        lambda env, profile, ctx: contention(env, profile.contention),
+        scratch_only=True,
+        params=lambda p: {"contention": p.contention},
     ),
     Family(
-        "slow_commands", lambda env, profile, ctx: slow_commands(env, profile.slow_commands),
-        scratch_only=True, params=lambda p: {"slow_commands": p.slow_commands},
+        "slow_commands",
+        lambda env, profile, ctx: slow_commands(env, profile.slow_commands),
+        scratch_only=True,
+        params=lambda p: {"slow_commands": p.slow_commands},
     ),
     Family(
-        "agreement", lambda env, profile, ctx: agreement(env, profile.agreement),
-        scratch_only=True, params=lambda p: {"agreement": p.agreement},
+        "agreement",
+        lambda env, profile, ctx: agreement(env, profile.agreement),
+        scratch_only=True,
+        params=lambda p: {"agreement": p.agreement},
     ),
 ]
 
@@ -131,17 +141,23 @@ FAMILIES += [
 # Load generators last: they fill the server with the tool's own traffic.
 FAMILIES += [
     Family(
-        "throughput", lambda env, profile, ctx: throughput(env, profile.throughput),
-        scratch_only=True, tool="redis-benchmark",
+        "throughput",
+        lambda env, profile, ctx: throughput(env, profile.throughput),
+        scratch_only=True,
+        tool="redis-benchmark",
         params=lambda p: {"throughput": p.throughput},
     ),
     Family(
-        "memtier", lambda env, profile, ctx: memtier(env, profile.memtier),
-        scratch_only=True, tool="memtier_benchmark",
+        "memtier",
+        lambda env, profile, ctx: memtier(env, profile.memtier),
+        scratch_only=True,
+        tool="memtier_benchmark",
         params=lambda p: {"memtier": p.memtier},
     ),
     Family(
-        "transport", lambda env, profile, ctx: _transport(env, profile, ctx), applies=_paired,
+        "transport",
+        lambda env, profile, ctx: _transport(env, profile, ctx),
+        applies=_paired,
         params=lambda p: {
             "transport": p.transport,
             "throughput": p.throughput,
@@ -160,15 +176,19 @@ def _transport(env: Environment, profile: Profile, ctx: RunContext) -> Measured:
         env, direct, profile.transport, profile.throughput, profile.round_trip.interval_ms
     )
 
+
 # What a key costs: bytes per key by used_memory difference (writes, so scratch only), then
 # the key space by prefix under a server-time budget (read commands only, every environment).
 FAMILIES += [
     Family(
-        "memory", lambda env, profile, ctx: memory_by_difference(env, profile.memory),
-        scratch_only=True, params=lambda p: {"memory": p.memory},
+        "memory",
+        lambda env, profile, ctx: memory_by_difference(env, profile.memory),
+        scratch_only=True,
+        params=lambda p: {"memory": p.memory},
     ),
     Family(
-        "keyspace", lambda env, profile, ctx: keyspace(env, profile.keyspace),
+        "keyspace",
+        lambda env, profile, ctx: keyspace(env, profile.keyspace),
         params=lambda p: {"keyspace": p.keyspace},
     ),
 ]
@@ -203,6 +223,7 @@ def families_for(env: Environment, only: list[str] | None = None) -> list[Family
     if "fingerprint" not in wanted and env.families is not None and only is None:
         wanted.add("fingerprint")  # every figure needs the environment that produced it
     return [f for f in FAMILIES if f.name in wanted]
+
 
 def _host_key(env: Environment) -> str:
     """The machine an environment's server runs on, as far as the URL tells."""

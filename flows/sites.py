@@ -169,22 +169,31 @@ def wait_for_sites(
 def record_missing(part: SiteRun, run_id: str, lake_dir: str, profile_name: str) -> None:
     """Land a failed run row (with its reason) for each environment of a missing site that
     has none: the reports then list them as not measured, and say why."""
-    landed = {
-        f.env for f in lake.current_files(lake_dir, ["runs"]) if run_id in f.runs
-    }
+    landed = {f.env for f in lake.current_files(lake_dir, ["runs"]) if run_id in f.runs}
     profile = get_profile(profile_name)
     for env in part.envs:
         if env.name in landed:
             continue
         now = utc_now()
         step = {
-            "family": "site", "status": "failed", "reason": f"site {part.site}: {part.missing}",
-            "started_at": now, "finished_at": now, "duration_s": 0.0, "window_s": 0.0,
+            "family": "site",
+            "status": "failed",
+            "reason": f"site {part.site}: {part.missing}",
+            "started_at": now,
+            "finished_at": now,
+            "duration_s": 0.0,
+            "window_s": 0.0,
         }
         try:
             outcome = record_run(
-                env, profile, run_id, lake_dir, host_group_label([env]), now,
-                time.perf_counter(), [step],
+                env,
+                profile,
+                run_id,
+                lake_dir,
+                host_group_label([env]),
+                now,
+                time.perf_counter(),
+                [step],
             )
         except lake.LakeConflict:
             continue  # the site landed it after all, just now
@@ -207,8 +216,11 @@ def site_outcomes(
         windows[step["env"]] = windows.get(step["env"], 0.0) + (step.get("window_s") or 0.0)
     return [
         EnvOutcome(
-            env=row["env"], mode=row["mode"] or "", status=row["status"],
-            duration_s=row["duration_s"] or 0.0, window_s=windows.get(row["env"], 0.0),
+            env=row["env"],
+            mode=row["mode"] or "",
+            status=row["status"],
+            duration_s=row["duration_s"] or 0.0,
+            window_s=windows.get(row["env"], 0.0),
             error=row["error"],
         )
         for row in sorted(rows, key=lambda r: r["env"])

@@ -68,9 +68,13 @@ def environments(
             forwarder = stack.enter_context(Forwarder(server.port))
             envs.append(
                 Environment(
-                    name=FORWARDED_NAME, url=forwarder.url, mode="scratch",
-                    transport="port-forwarded (socat)", same_server_as=EMBEDDED_NAME,
-                    prober_on_host=True, families=["fingerprint", "round_trip", "transport"],
+                    name=FORWARDED_NAME,
+                    url=forwarder.url,
+                    mode="scratch",
+                    transport="port-forwarded (socat)",
+                    same_server_as=EMBEDDED_NAME,
+                    prober_on_host=True,
+                    families=["fingerprint", "round_trip", "transport"],
                 )
             )
         facts = {

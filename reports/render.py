@@ -120,15 +120,17 @@ def environment_context(con: duckdb.DuckDBPyConnection, run: dict) -> dict:
 def verdict_context(con: duckdb.DuckDBPyConnection, run: dict, judged: list[dict]) -> dict:
     """Tonight's verdict for one environment's run: the counts, what moved, what could not be
     judged, and the runs of this environment that crashed."""
-    summary = _rows(con, "select * from verdicts where env = ? and run_id = ?",
-                    [run["env"], run["run_id"]])
+    summary = _rows(
+        con, "select * from verdicts where env = ? and run_id = ?", [run["env"], run["run_id"]]
+    )
     return {
         "summary": summary[0] if summary else None,
         "moved": [r for r in judged if r["verdict"] in MOVED],
         "noisy": [r for r in judged if r["verdict"] == "noisy"],
         "environment_changed": [r for r in judged if r["verdict"] == "environment changed"],
-        "crashed": _rows(con, "select * from crashed_runs where env = ? order by run_id",
-                         [run["env"]]),
+        "crashed": _rows(
+            con, "select * from crashed_runs where env = ? order by run_id", [run["env"]]
+        ),
     }
 
 

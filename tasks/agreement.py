@@ -50,12 +50,16 @@ def _one_sort(client: redis.Redis, args: list[str], rep_idx: int, last_id: int |
     if entry is not None:
         # Both clocks are read when the command ends; a second boundary may fall between.
         sample_s = next(
-            (s for s in (entry.logged_at_s, entry.logged_at_s + 1, entry.logged_at_s - 1)
-             if s in history),
+            (
+                s
+                for s in (entry.logged_at_s, entry.logged_at_s + 1, entry.logged_at_s - 1)
+                if s in history
+            ),
             None,
         )
     return {
-        "rep_idx": rep_idx, "client_us": client_us,
+        "rep_idx": rep_idx,
+        "client_us": client_us,
         "entry_id": entry.entry_id if entry else None,
         "slowlog_us": entry.duration_us if entry else None,
         "logged_at": datetime.fromtimestamp(entry.logged_at_s, UTC) if entry else None,
@@ -76,8 +80,10 @@ def agreement(env: Environment, profile: AgreementProfile) -> Measured:
             key = f"{prefix}list"
             build_list(client, key, profile.list_len)
             args = ["SORT", key, "ALPHA", "LIMIT", "0", "10"]
-            changes = {"slowlog-log-slower-than": 0,
-                       "latency-monitor-threshold": profile.latency_threshold_ms}
+            changes = {
+                "slowlog-log-slower-than": 0,
+                "latency-monitor-threshold": profile.latency_threshold_ms,
+            }
             with slowlog_span(client, "agreement", identity.run_id) as span:
                 with config_changes(client, env, changes) as original:
                     start = time.perf_counter()
@@ -92,7 +98,8 @@ def agreement(env: Environment, profile: AgreementProfile) -> Measured:
         client.close()
     for row in rows:
         row.update(
-            server_run_id=identity.run_id, list_len=profile.list_len,
+            server_run_id=identity.run_id,
+            list_len=profile.list_len,
             latency_threshold_ms=profile.latency_threshold_ms,
             latency_threshold_before_ms=int(original["latency-monitor-threshold"]),
             measured_at=utc_now(),

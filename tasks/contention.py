@@ -71,8 +71,13 @@ def _counters(client: redis.Redis, phase: str) -> list[dict]:
     """PING and SORT commandstats lines around the loop (differenced in SQL)."""
     taken_at = utc_now()
     return [
-        {"phase": phase, "taken_at": taken_at, "command": s.command, "calls": s.calls,
-         "usec": s.usec}
+        {
+            "phase": phase,
+            "taken_at": taken_at,
+            "command": s.command,
+            "calls": s.calls,
+            "usec": s.usec,
+        }
         for s in parse_commandstats(client.info("commandstats"))
         if s.command in ("ping", "sort")
     ]
@@ -86,11 +91,17 @@ def _windows(sock, phase: str, first_idx: int, profile: ContentionProfile) -> li
         started_at, start = utc_now(), time.perf_counter()
         rtts = probe_window(sock, profile.window_s, profile.interval_ms / 1000)
         rows.append(
-            {"phase": phase, "window_idx": first_idx + i, "started_at": started_at,
-             "window_s": time.perf_counter() - start, "samples": len(rtts),
-             "rtt_min_us": min(rtts), "rtt_max_us": max(rtts),
-             "rtt_mean_us": sum(rtts) / len(rtts),
-             "over_threshold": sum(1 for r in rtts if r > profile.slowlog_threshold_us)}
+            {
+                "phase": phase,
+                "window_idx": first_idx + i,
+                "started_at": started_at,
+                "window_s": time.perf_counter() - start,
+                "samples": len(rtts),
+                "rtt_min_us": min(rtts),
+                "rtt_max_us": max(rtts),
+                "rtt_mean_us": sum(rtts) / len(rtts),
+                "over_threshold": sum(1 for r in rtts if r > profile.slowlog_threshold_us),
+            }
         )
     return rows
 
@@ -111,10 +122,13 @@ def contention(env: Environment, profile: ContentionProfile) -> Measured:
             build_list(control, key, profile.list_len)
             sort_args = ["SORT", key, "ALPHA", "LIMIT", "0", "10"]
             # Room for every SORT of the loop, so a victim entry could not have been pushed out.
-            max_len = max(config_value(control, "slowlog-max-len") or 0,
-                          profile.max_culprit_commands + 128)
-            changes = {"slowlog-log-slower-than": profile.slowlog_threshold_us,
-                       "slowlog-max-len": max_len}
+            max_len = max(
+                config_value(control, "slowlog-max-len") or 0, profile.max_culprit_commands + 128
+            )
+            changes = {
+                "slowlog-log-slower-than": profile.slowlog_threshold_us,
+                "slowlog-max-len": max_len,
+            }
             with slowlog_span(control, "contention", identity.run_id) as span:
                 with config_changes(control, env, changes):
                     baseline_id = newest_entry_id(control)
@@ -137,22 +151,32 @@ def contention(env: Environment, profile: ContentionProfile) -> Measured:
                         counters += _counters(control, "after")
                         windows += _windows(sock, "after", len(windows), profile)
                     entries = [
-                        e for e in read_entries(control, identity)
+                        e
+                        for e in read_entries(control, identity)
                         if baseline_id is None or e.entry_id > baseline_id
                     ]
     finally:
         victim.close()
         control.close()
     setup = {
-        "server_run_id": identity.run_id, "list_len": profile.list_len,
-        "slowlog_threshold_us": profile.slowlog_threshold_us, "slowlog_max_len_used": max_len,
-        "victim_client_name": client_name(VICTIM), "culprit_client_name": client_name(CULPRIT),
-        "culprit_commands": culprit.commands, "culprit_busy_us": culprit.busy_us,
-        "loop_s": loop_s, "baseline_entry_id": baseline_id,
+        "server_run_id": identity.run_id,
+        "list_len": profile.list_len,
+        "slowlog_threshold_us": profile.slowlog_threshold_us,
+        "slowlog_max_len_used": max_len,
+        "victim_client_name": client_name(VICTIM),
+        "culprit_client_name": client_name(CULPRIT),
+        "culprit_commands": culprit.commands,
+        "culprit_busy_us": culprit.busy_us,
+        "loop_s": loop_s,
+        "baseline_entry_id": baseline_id,
     }
     logged = [
-        {"entry_id": e.entry_id, "command": e.command, "client_name": e.client_name,
-         "duration_us": e.duration_us}
+        {
+            "entry_id": e.entry_id,
+            "command": e.command,
+            "client_name": e.client_name,
+            "duration_us": e.duration_us,
+        }
         for e in entries
     ]
     return Measured(

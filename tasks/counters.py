@@ -27,9 +27,16 @@ def snapshot_counters(env: Environment) -> Measured:
     finally:
         client.close()
     rows = [
-        {"server_run_id": identity.run_id, "uptime_s": identity.uptime_s, "taken_at": taken_at,
-         "command": s.command, "calls": s.calls, "usec": s.usec,
-         "rejected_calls": s.rejected_calls, "failed_calls": s.failed_calls}
+        {
+            "server_run_id": identity.run_id,
+            "uptime_s": identity.uptime_s,
+            "taken_at": taken_at,
+            "command": s.command,
+            "calls": s.calls,
+            "usec": s.usec,
+            "rejected_calls": s.rejected_calls,
+            "failed_calls": s.failed_calls,
+        }
         for s in stats
     ]
     return Measured(tables={"commandstats_snapshots": to_table("commandstats_snapshots", rows)})

@@ -22,9 +22,16 @@ from yardstick.tools import tool_facts
 INFO_SECTIONS = ("server", "memory", "persistence", "clients", "keyspace")
 # The settings the seed reads before trusting any number.
 CONFIG_KEYS = (
-    "slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold",
-    "maxmemory", "maxmemory-policy", "save", "appendonly", "appendfsync",
-    "io-threads", "hz",
+    "slowlog-log-slower-than",
+    "slowlog-max-len",
+    "latency-monitor-threshold",
+    "maxmemory",
+    "maxmemory-policy",
+    "save",
+    "appendonly",
+    "appendfsync",
+    "io-threads",
+    "hz",
 )
 
 
@@ -133,14 +140,17 @@ def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -
         add("config", _config_values(client))
     finally:
         client.close()
-    add("probe", {
-        "mode": env.mode,
-        "transport": env.transport_label,
-        "prober_on_host": str(env.on_server_host).lower(),
-        "url": env.url_redacted,
-        "same_server_as": env.same_server_as or "",
-        **tls_facts(env),
-    })
+    add(
+        "probe",
+        {
+            "mode": env.mode,
+            "transport": env.transport_label,
+            "prober_on_host": str(env.on_server_host).lower(),
+            "url": env.url_redacted,
+            "same_server_as": env.same_server_as or "",
+            **tls_facts(env),
+        },
+    )
     add("prober", prober_facts())
     # The wrapped C tools this prober would run: '7.0.15 /usr/bin/redis-benchmark',
     # 'not found' or 'unknown: <reason>' (a version is read only from a real version line).

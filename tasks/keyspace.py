@@ -77,22 +77,35 @@ def keys_table(result: ScanResult, separators: str = ":", depth: int = 1) -> pa.
 def scan_row(result: ScanResult) -> dict:
     """What the scan cost the server and did to its keys, as keyspace_scans columns."""
     return {
-        "wall_s": result.wall_s, "paused_s": result.paused_s, "stop_reason": result.stop_reason,
-        "rounds": result.rounds, "scan_calls": result.scan_calls, "commands": result.commands,
-        "duplicates": result.duplicates, "vanished": result.vanished,
-        "guesses_wrong": result.wrongtype, "errors": sum(result.errors.values()),
-        "first_error": result.first_error, "server_version": result.server_version,
-        "touch_mode": result.touch_mode, "touch_note": result.touch_note,
-        "keys_touched": result.keys_touched, "keyspace_lookups": result.keyspace_lookups,
-        "scan_cpu_start_s": result.cpu_start_s, "scan_cpu_end_s": result.cpu_end_s,
+        "wall_s": result.wall_s,
+        "paused_s": result.paused_s,
+        "stop_reason": result.stop_reason,
+        "rounds": result.rounds,
+        "scan_calls": result.scan_calls,
+        "commands": result.commands,
+        "duplicates": result.duplicates,
+        "vanished": result.vanished,
+        "guesses_wrong": result.wrongtype,
+        "errors": sum(result.errors.values()),
+        "first_error": result.first_error,
+        "server_version": result.server_version,
+        "touch_mode": result.touch_mode,
+        "touch_note": result.touch_note,
+        "keys_touched": result.keys_touched,
+        "keyspace_lookups": result.keyspace_lookups,
+        "scan_cpu_start_s": result.cpu_start_s,
+        "scan_cpu_end_s": result.cpu_end_s,
         "baseline_cpu_share": result.baseline_cpu_share,
         "baseline_window_s": result.baseline_window_s,
-        "process_cpu_s": result.process_cpu_s, "cpu_peak_share": result.cpu_peak_share,
+        "process_cpu_s": result.process_cpu_s,
+        "cpu_peak_share": result.cpu_peak_share,
         "cpu_peak_window_s": result.cpu_peak_window_s,
         "over_budget_longest_s": result.over_budget_longest_s,
-        "type_source": result.type_source, "typed_scan_calls": result.typed_scan_calls,
+        "type_source": result.type_source,
+        "typed_scan_calls": result.typed_scan_calls,
         "type_fallback_pages": result.type_fallback_pages,
-        "encoding_every": result.encoding_every, "encodings_read": result.encodings_read,
+        "encoding_every": result.encoding_every,
+        "encodings_read": result.encodings_read,
     }
 
 
@@ -118,22 +131,35 @@ def keyspace(env: Environment, profile: KeyspaceProfile) -> Measured:
     finally:
         client.close()
     row = {
-        "started_at": started_at, "max_keys": profile.max_keys,
-        "busy_share_cap": profile.busy_share, "max_wall_s": profile.max_wall_s,
-        "scan_count": profile.scan_count, "memory_samples": profile.memory_samples,
-        "separators": profile.separators, "depth": profile.depth,
-        "top_keys": profile.top_keys, "projection_factor": profile.projection_factor,
+        "started_at": started_at,
+        "max_keys": profile.max_keys,
+        "busy_share_cap": profile.busy_share,
+        "max_wall_s": profile.max_wall_s,
+        "scan_count": profile.scan_count,
+        "memory_samples": profile.memory_samples,
+        "separators": profile.separators,
+        "depth": profile.depth,
+        "top_keys": profile.top_keys,
+        "projection_factor": profile.projection_factor,
         "allow_touch": profile.allow_touch or env.mode == "scratch",
-        "db": env.db, "dbsize_before": before["dbsize"], "dbsize_after": after["dbsize"],
+        "db": env.db,
+        "dbsize_before": before["dbsize"],
+        "dbsize_after": after["dbsize"],
         "keys_other_dbs": before["keys_other_dbs"],
         "used_memory_before_bytes": before["used_memory_bytes"],
         "used_memory_after_bytes": after["used_memory_bytes"],
-        "server_cpu_before_s": before["cpu_s"], "server_cpu_after_s": after["cpu_s"],
+        "server_cpu_before_s": before["cpu_s"],
+        "server_cpu_after_s": after["cpu_s"],
         **scan_row(result),
     }
     stats = [
-        {"phase": phase, "command": s.command, "calls": s.calls, "usec": s.usec,
-         "failed_calls": s.failed_calls}
+        {
+            "phase": phase,
+            "command": s.command,
+            "calls": s.calls,
+            "usec": s.usec,
+            "failed_calls": s.failed_calls,
+        }
         for phase, snapshot in (("before", result.own_before), ("after", result.own_after))
         for s in snapshot
     ]
@@ -145,4 +171,3 @@ def keyspace(env: Environment, profile: KeyspaceProfile) -> Measured:
         },
         window_s=result.wall_s,
     )
-

@@ -38,16 +38,24 @@ def collect_latency(env: Environment) -> Measured:
             events = parse_latency_latest(client.execute_command("LATENCY", "LATEST"))
             for event in events:
                 latest_rows.append(
-                    {"server_run_id": identity.run_id, "event": event.event,
-                     "latest_at": _at(event.latest_at_s), "latest_ms": event.latest_ms,
-                     "max_ms": event.max_ms}
+                    {
+                        "server_run_id": identity.run_id,
+                        "event": event.event,
+                        "latest_at": _at(event.latest_at_s),
+                        "latest_ms": event.latest_ms,
+                        "max_ms": event.max_ms,
+                    }
                 )
                 for sampled_at_s, latency_ms in parse_latency_history(
                     client.execute_command("LATENCY", "HISTORY", event.event)
                 ):
                     history_rows.append(
-                        {"server_run_id": identity.run_id, "event": event.event,
-                         "sampled_at": _at(sampled_at_s), "latency_ms": latency_ms}
+                        {
+                            "server_run_id": identity.run_id,
+                            "event": event.event,
+                            "sampled_at": _at(sampled_at_s),
+                            "latency_ms": latency_ms,
+                        }
                     )
             # Kept as text: its wording changes between versions and it is advice, not data.
             doctor = text(client.execute_command("LATENCY", "DOCTOR"))

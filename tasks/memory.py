@@ -123,7 +123,10 @@ def _reading(client: redis.Redis, shape: str, repetition: int, phase: str) -> di
 
     ratio = memory.get("mem_fragmentation_ratio")
     return {
-        "shape": shape, "repetition": repetition, "phase": phase, "taken_at": utc_now(),
+        "shape": shape,
+        "repetition": repetition,
+        "phase": phase,
+        "taken_at": utc_now(),
         "used_memory_bytes": number("used_memory"),
         "used_memory_rss_bytes": number("used_memory_rss"),
         "mem_fragmentation_ratio": float(ratio) if ratio else None,
@@ -184,8 +187,11 @@ def _settle(client: redis.Redis, removed_bytes: int, keys: int) -> None:
 
 
 def wait_until_steady(
-    client: redis.Redis, reads: int = STEADY_READS, poll_s: float = STEADY_POLL_S,
-    tolerance_bytes: int = STEADY_TOLERANCE_BYTES, timeout_s: float = STEADY_TIMEOUT_S,
+    client: redis.Redis,
+    reads: int = STEADY_READS,
+    poll_s: float = STEADY_POLL_S,
+    tolerance_bytes: int = STEADY_TOLERANCE_BYTES,
+    timeout_s: float = STEADY_TIMEOUT_S,
 ) -> bool:
     """Poll used_memory until `reads` consecutive reads fall no further than `tolerance_bytes`
     below the lowest seen; False when `timeout_s` passed first (the readings then show it)."""
@@ -239,8 +245,12 @@ def check_database(client: redis.Redis, env: Environment, profile: MemoryProfile
 
 
 def _sample_usage(
-    client: redis.Redis, shape: MemoryShape, repetition: int, names: list[str],
-    sizes: list[list[int]], count: int,
+    client: redis.Redis,
+    shape: MemoryShape,
+    repetition: int,
+    names: list[str],
+    sizes: list[list[int]],
+    count: int,
 ) -> list[dict]:
     """MEMORY USAGE (default samples and SAMPLES 0) and encoding of evenly spread keys."""
     step = max(1, len(names) // count)
@@ -256,10 +266,16 @@ def _sample_usage(
         usage, usage_all, encoding = replies[3 * n : 3 * n + 3]
         key_bytes, value_bytes = payload_bytes(shape, names[i], sizes[i])
         rows.append(
-            {"shape": shape.name, "repetition": repetition, "key": names[i],
-             "encoding": encoding, "elements": len(sizes[i]),
-             "payload_bytes": key_bytes + value_bytes, "memory_usage_bytes": usage,
-             "memory_usage_all_bytes": usage_all}
+            {
+                "shape": shape.name,
+                "repetition": repetition,
+                "key": names[i],
+                "encoding": encoding,
+                "elements": len(sizes[i]),
+                "payload_bytes": key_bytes + value_bytes,
+                "memory_usage_bytes": usage,
+                "memory_usage_all_bytes": usage_all,
+            }
         )
     return rows
 
@@ -312,11 +328,19 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
                 readings.append(_reading(client, shape.name, repetition, "removed"))
                 _settle(client, readings[-1]["used_memory_bytes"], shape.key_count)
                 loads.append(
-                    {"shape": shape.name, "repetition": repetition, "type": shape.type,
-                     "db": env.db, "keys": shape.key_count, "elements_per_key": shape.elements,
-                     "key_bytes": key_bytes, "value_bytes": value_bytes,
-                     "formula_overhead_bytes": profile.formula_overhead_bytes,
-                     "load_s": load_s, "started_at": started_at}
+                    {
+                        "shape": shape.name,
+                        "repetition": repetition,
+                        "type": shape.type,
+                        "db": env.db,
+                        "keys": shape.key_count,
+                        "elements_per_key": shape.elements,
+                        "key_bytes": key_bytes,
+                        "value_bytes": value_bytes,
+                        "formula_overhead_bytes": profile.formula_overhead_bytes,
+                        "load_s": load_s,
+                        "started_at": started_at,
+                    }
                 )
                 window_s += time.perf_counter() - start
     finally:

@@ -83,18 +83,33 @@ def _percentile_column(percentile: float) -> str:
 
 
 def memtier_args(
-    tool: Tool, env: Environment, profile: MemtierProfile, out: Path,
+    tool: Tool,
+    env: Environment,
+    profile: MemtierProfile,
+    out: Path,
     credentials: ToolCredentials | None = None,
 ) -> list[str]:
     """The command line. It never holds the environment's password: only a per-run ACL
     user's (yardstick.tool_auth; memtier takes `--authenticate=USER:PASSWORD` on Redis 6+),
     deleted after the run."""
     args = [
-        tool.path, "-s", env.host, "-p", str(env.port), f"--select-db={profile.db}",
-        f"--ratio={profile.ratio}", f"--test-time={profile.test_time_s}",
-        "-t", str(profile.threads), "-c", str(profile.clients_per_thread),
-        "-d", str(profile.data_size_bytes), f"--key-maximum={profile.key_maximum}",
-        "--hide-histogram", f"--json-out-file={out}",
+        tool.path,
+        "-s",
+        env.host,
+        "-p",
+        str(env.port),
+        f"--select-db={profile.db}",
+        f"--ratio={profile.ratio}",
+        f"--test-time={profile.test_time_s}",
+        "-t",
+        str(profile.threads),
+        "-c",
+        str(profile.clients_per_thread),
+        "-d",
+        str(profile.data_size_bytes),
+        f"--key-maximum={profile.key_maximum}",
+        "--hide-histogram",
+        f"--json-out-file={out}",
         "--print-percentiles=" + ",".join(f"{p:g}" for p in PERCENTILES),
     ]
     if credentials is not None and credentials.user is not None:
@@ -128,13 +143,16 @@ def memtier(env: Environment, profile: MemtierProfile) -> Measured:
                 remove_all(client)  # the previous run's keys (not the claim): the tool's own
             out = Path(tmp) / f"memtier-{repetition}.json"
             started_at, cpu_before, start = utc_now(), cpu_times(), time.perf_counter()
-            run_tool(memtier_args(tool, env, profile, out, credentials),
-                     timeout_s=profile.test_time_s + 60)
+            run_tool(
+                memtier_args(tool, env, profile, out, credentials),
+                timeout_s=profile.test_time_s + 60,
+            )
             elapsed_s = time.perf_counter() - start
             window_s += elapsed_s
             config, parsed = parse_memtier_json(out.read_text())
             common = {
-                "started_at": started_at, "elapsed_s": elapsed_s,
+                "started_at": started_at,
+                "elapsed_s": elapsed_s,
                 "host_busy_share": busy_share(cpu_before, cpu_times()),
                 "ratio": str(config.get("ratio", profile.ratio)),
                 "threads": int(config.get("threads", profile.threads)),
@@ -144,5 +162,8 @@ def memtier(env: Environment, profile: MemtierProfile) -> Measured:
             }
             rows += [{**common, **row} for row in parsed]
     note = leftovers_note(credentials)
-    return Measured(tables={"memtier": to_table("memtier", rows)}, window_s=window_s,
-                    notes=notes + ([note] if note else []))
+    return Measured(
+        tables={"memtier": to_table("memtier", rows)},
+        window_s=window_s,
+        notes=notes + ([note] if note else []),
+    )

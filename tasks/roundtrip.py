@@ -96,8 +96,13 @@ def histogram_rows(window_idx: int, rtts_us: array) -> list[dict]:
     for bucket, count in sorted(counts.items()):
         low_us, high_us = bucket_bounds(bucket)
         rows.append(
-            {"window_idx": window_idx, "bucket": bucket, "low_us": low_us,
-             "high_us": high_us, "count": count}
+            {
+                "window_idx": window_idx,
+                "bucket": bucket,
+                "low_us": low_us,
+                "high_us": high_us,
+                "count": count,
+            }
         )
     return rows
 
@@ -106,9 +111,16 @@ def commandstats_rows(client: redis.Redis, window_idx: int, phase: str) -> list[
     """Snapshot INFO commandstats as rows (counters are differenced in SQL, never reset)."""
     taken_at = utc_now()
     return [
-        {"window_idx": window_idx, "phase": phase, "taken_at": taken_at, "command": s.command,
-         "calls": s.calls, "usec": s.usec, "rejected_calls": s.rejected_calls,
-         "failed_calls": s.failed_calls}
+        {
+            "window_idx": window_idx,
+            "phase": phase,
+            "taken_at": taken_at,
+            "command": s.command,
+            "calls": s.calls,
+            "usec": s.usec,
+            "rejected_calls": s.rejected_calls,
+            "failed_calls": s.failed_calls,
+        }
         for s in parse_commandstats(client.info("commandstats"))
     ]
 
@@ -117,8 +129,13 @@ def latencystats_rows(client: redis.Redis, window_idx: int) -> list[dict]:
     """Snapshot INFO latencystats (cumulative server percentiles; empty before Redis 7.0)."""
     taken_at = utc_now()
     return [
-        {"window_idx": window_idx, "taken_at": taken_at, "command": p.command,
-         "percentile": p.percentile, "latency_us": p.latency_us}
+        {
+            "window_idx": window_idx,
+            "taken_at": taken_at,
+            "command": p.command,
+            "percentile": p.percentile,
+            "latency_us": p.latency_us,
+        }
         for p in parse_latencystats(client.info("latencystats"))
     ]
 
@@ -145,12 +162,18 @@ def round_trip(env: Environment, profile: RoundTripProfile) -> Measured:
                 percentiles += latencystats_rows(client, window_idx)
                 window_s_total += elapsed_s
                 windows.append(
-                    {"window_idx": window_idx, "started_at": started_at, "window_s": elapsed_s,
-                     "interval_ms": profile.interval_ms, "samples": len(rtts_us),
-                     "rtt_min_us": min(rtts_us), "rtt_max_us": max(rtts_us),
-                     "rtt_mean_us": sum(rtts_us) / len(rtts_us),
-                     # The prober's machine; it is the server's only when the prober is local.
-                     "host_busy_share": busy_share(cpu_before, cpu_after)}
+                    {
+                        "window_idx": window_idx,
+                        "started_at": started_at,
+                        "window_s": elapsed_s,
+                        "interval_ms": profile.interval_ms,
+                        "samples": len(rtts_us),
+                        "rtt_min_us": min(rtts_us),
+                        "rtt_max_us": max(rtts_us),
+                        "rtt_mean_us": sum(rtts_us) / len(rtts_us),
+                        # The prober's machine; it is the server's only when the prober is local.
+                        "host_busy_share": busy_share(cpu_before, cpu_after),
+                    }
                 )
                 histogram += histogram_rows(window_idx, rtts_us)
     finally:

@@ -51,8 +51,14 @@ def _get_counters(client, phase: str, calls: int) -> dict:
     """The `get` commandstats line as a row (zero when GET was never called)."""
     stats = {s.command: s for s in parse_commandstats(client.info("commandstats"))}
     get = stats.get("get")
-    return {"phase": phase, "command": "get", "taken_at": utc_now(), "calls_sent": calls,
-            "calls": get.calls if get else 0, "usec": get.usec if get else 0}
+    return {
+        "phase": phase,
+        "command": "get",
+        "taken_at": utc_now(),
+        "calls_sent": calls,
+        "calls": get.calls if get else 0,
+        "usec": get.usec if get else 0,
+    }
 
 
 def _run_repetitions(client, profile: SlowCommandsProfile, prefix: str, sizes: dict) -> list:
@@ -72,11 +78,17 @@ def _run_repetitions(client, profile: SlowCommandsProfile, prefix: str, sizes: d
             # redis-py turns HGETALL's flat reply into a dict; the others stay lists.
             returned = len(reply) if isinstance(reply, list | dict) else None
             rows.append(
-                {"command": label, "args": " ".join(args), "rep_idx": rep_idx,
-                 "n_elements": sizes[label], "returned": returned,
-                 "entry_id": entry.entry_id if entry else None,
-                 "duration_us": entry.duration_us if entry else None,
-                 "client_us": client_us, "logged_at": utc_now()}
+                {
+                    "command": label,
+                    "args": " ".join(args),
+                    "rep_idx": rep_idx,
+                    "n_elements": sizes[label],
+                    "returned": returned,
+                    "entry_id": entry.entry_id if entry else None,
+                    "duration_us": entry.duration_us if entry else None,
+                    "client_us": client_us,
+                    "logged_at": utc_now(),
+                }
             )
     return rows
 
@@ -93,8 +105,12 @@ def slow_commands(env: Environment, profile: SlowCommandsProfile) -> Measured:
             build_hash(client, f"{prefix}hash", profile.hash_fields)
             build_strings(client, f"{prefix}str:", profile.string_keys)
             dbsize = client.dbsize()
-            sizes = {"lrange_all": profile.list_len, "hgetall": profile.hash_fields,
-                     "keys_pattern": dbsize, "sort_alpha_limit": profile.list_len}
+            sizes = {
+                "lrange_all": profile.list_len,
+                "hgetall": profile.hash_fields,
+                "keys_pattern": dbsize,
+                "sort_alpha_limit": profile.list_len,
+            }
             # GETs before the threshold drops: at 0 each would take a SLOWLOG slot.
             baseline = [_get_counters(client, "before", 0)]
             for i in range(profile.get_calls):

@@ -157,7 +157,10 @@ def newest_entry_id(client: redis.Redis) -> int | None:
 
 
 def find_own_entry(
-    client: redis.Redis, args: list[str], client_name: str, after_id: int | None,
+    client: redis.Redis,
+    args: list[str],
+    client_name: str,
+    after_id: int | None,
     look_back: int = 16,
 ) -> SlowlogEntry | None:
     """The newest entry for exactly `args`, sent by `client_name`, logged after `after_id`:
@@ -178,10 +181,7 @@ def entry_row(
 ) -> dict:
     """One lake row for a SLOWLOG entry; unless `keep_args`, its arguments redacted by the
     server's command metadata (`commands`; None: none could be read, only names are kept)."""
-    args = (
-        list(entry.args) if keep_args
-        else redact(entry.args, commands, entry.arg_count_original)
-    )
+    args = list(entry.args) if keep_args else redact(entry.args, commands, entry.arg_count_original)
     return {
         "server_run_id": server_run_id,
         "entry_id": entry.entry_id,
@@ -215,8 +215,10 @@ class SlowlogSpan:
         """The lake row: ids after `before_id` up to `last_id` belong to the experiment."""
         before = -1 if self.before_id is None else self.before_id
         return {
-            "family": self.family, "server_run_id": self.server_run_id,
-            "started_at": self.started_at, "finished_at": self.finished_at,
+            "family": self.family,
+            "server_run_id": self.server_run_id,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
             "first_entry_id": None if self.last_id is None else before + 1,
             "last_entry_id": self.last_id,
         }

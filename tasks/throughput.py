@@ -59,16 +59,38 @@ def parse_benchmark_csv(text: str) -> list[dict]:
 
 
 def benchmark_args(
-    tool: Tool, env: Environment, db: int, clients: int, pipeline: int, payload_bytes: int,
-    requests: int, tests: list[str], credentials: ToolCredentials | None = None,
+    tool: Tool,
+    env: Environment,
+    db: int,
+    clients: int,
+    pipeline: int,
+    payload_bytes: int,
+    requests: int,
+    tests: list[str],
+    credentials: ToolCredentials | None = None,
 ) -> list[str]:
     """The redis-benchmark command line for one cell. It never holds the environment's
     password: only a per-run ACL user's (yardstick.tool_auth), deleted after the run.
     redis-benchmark reads no password variable (REDISCLI_AUTH is redis-cli's) nor file."""
     args = [
-        tool.path, "-h", env.host, "-p", str(env.port), "--dbnum", str(db),
-        "-c", str(clients), "-P", str(pipeline), "-d", str(payload_bytes),
-        "-n", str(requests), "-t", ",".join(tests), "--csv",
+        tool.path,
+        "-h",
+        env.host,
+        "-p",
+        str(env.port),
+        "--dbnum",
+        str(db),
+        "-c",
+        str(clients),
+        "-P",
+        str(pipeline),
+        "-d",
+        str(payload_bytes),
+        "-n",
+        str(requests),
+        "-t",
+        ",".join(tests),
+        "--csv",
     ]
     if credentials is not None and credentials.user is not None:
         args += ["--user", credentials.user, "-a", str(credentials.password)]
@@ -76,7 +98,10 @@ def benchmark_args(
 
 
 def run_cell(
-    tool: Tool, env: Environment, profile: ThroughputProfile, cell: dict,
+    tool: Tool,
+    env: Environment,
+    profile: ThroughputProfile,
+    cell: dict,
     credentials: ToolCredentials | None = None,
 ) -> list[dict]:
     """One redis-benchmark invocation; failures become rows with an error, not exceptions.
@@ -88,27 +113,49 @@ def run_cell(
             with tool_credentials(env, "throughput") as own:
                 return run_cell(tool, env, profile, cell, own)
         except ToolAuthUnavailable as exc:
-            return [{**cell, "started_at": utc_now(), "requests": profile.requests
-                     * cell["pipeline"], "tool_version": tool.version_text, "test": t.upper(),
-                     "elapsed_s": 0.0, "status": "failed", "error": str(exc)}
-                    for t in profile.tests]
+            return [
+                {
+                    **cell,
+                    "started_at": utc_now(),
+                    "requests": profile.requests * cell["pipeline"],
+                    "tool_version": tool.version_text,
+                    "test": t.upper(),
+                    "elapsed_s": 0.0,
+                    "status": "failed",
+                    "error": str(exc),
+                }
+                for t in profile.tests
+            ]
     started_at, cpu_before, start = utc_now(), cpu_times(), time.perf_counter()
     # Deeper pipelines finish the same count far sooner: scale it so every cell runs
     # long enough to be timed.
     requests = profile.requests * cell["pipeline"]
-    base = {**cell, "started_at": started_at, "requests": requests,
-            "tool_version": tool.version_text}
+    base = {
+        **cell,
+        "started_at": started_at,
+        "requests": requests,
+        "tool_version": tool.version_text,
+    }
     args = benchmark_args(
-        tool, env, profile.db, cell["clients"], cell["pipeline"], cell["payload_bytes"],
-        requests, profile.tests, credentials,
+        tool,
+        env,
+        profile.db,
+        cell["clients"],
+        cell["pipeline"],
+        cell["payload_bytes"],
+        requests,
+        profile.tests,
+        credentials,
     )
     try:
         parsed = parse_benchmark_csv(run_tool(args, timeout_s=profile.timeout_s))
         status, error = "ok", None
     except (ToolTimeout, ToolFailed, ValueError) as exc:
         parsed, status, error = [{"test": t.upper()} for t in profile.tests], "failed", str(exc)
-    timing = {"elapsed_s": time.perf_counter() - start,
-              "host_busy_share": busy_share(cpu_before, cpu_times())}
+    timing = {
+        "elapsed_s": time.perf_counter() - start,
+        "host_busy_share": busy_share(cpu_before, cpu_times()),
+    }
     return [{**base, **row, **timing, "status": status, "error": error} for row in parsed]
 
 
@@ -131,15 +178,25 @@ def throughput(env: Environment, profile: ThroughputProfile) -> Measured:
         for repetition in range(profile.repetitions):
             for clients, pipeline, payload_bytes in cells:
                 interrupt.check()
-                cell = {"repetition": repetition, "clients": clients, "pipeline": pipeline,
-                        "payload_bytes": payload_bytes}
+                cell = {
+                    "repetition": repetition,
+                    "clients": clients,
+                    "pipeline": pipeline,
+                    "payload_bytes": payload_bytes,
+                }
                 cell_rows = run_cell(tool, env, profile, cell, credentials)
                 window_s += cell_rows[0]["elapsed_s"]
                 rows += cell_rows
     failed = [r for r in rows if r["status"] != "ok"]
-    problems = [f"{len(failed)} of {len(rows)} benchmark rows failed: {failed[0]['error']}"] if (
-        failed
-    ) else []
+    problems = (
+        [f"{len(failed)} of {len(rows)} benchmark rows failed: {failed[0]['error']}"]
+        if (failed)
+        else []
+    )
     note = leftovers_note(credentials)
-    return Measured(tables={"benchmark": to_table("benchmark", rows)}, window_s=window_s,
-                    problems=problems, notes=notes + ([note] if note else []))
+    return Measured(
+        tables={"benchmark": to_table("benchmark", rows)},
+        window_s=window_s,
+        problems=problems,
+        notes=notes + ([note] if note else []),
+    )

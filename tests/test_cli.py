@@ -117,11 +117,19 @@ def test_run_with_a_dead_environment_then_report_and_trend(
             {"name": "good", "url": redis_server.url, "mode": "read-only"},  # a short run
             {"name": "dead", "url": f"redis://127.0.0.1:{free_port()}/0", "mode": "scratch"},
             # A server frozen mid-life (SIGSTOP): it accepts connections and never answers.
-            {"name": "frozen", "url": frozen.url, "mode": "scratch",
-             "families": ["fingerprint", "slowlog", "throughput"]},
+            {
+                "name": "frozen",
+                "url": frozen.url,
+                "mode": "scratch",
+                "families": ["fingerprint", "slowlog", "throughput"],
+            },
             # Its run row cannot land (a file where its folder goes): the others still do.
-            {"name": "unlandable", "url": redis_server.url, "mode": "read-only",
-             "families": ["fingerprint"]},
+            {
+                "name": "unlandable",
+                "url": redis_server.url,
+                "mode": "read-only",
+                "families": ["fingerprint"],
+            },
         ],
     )
     (tmp_path / "lake" / "runs").mkdir(parents=True)
@@ -137,10 +145,14 @@ def test_run_with_a_dead_environment_then_report_and_trend(
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stdout
     assert "not landed" in result.stdout + result.stderr
-    runs = duckdb.connect().execute(
-        "select regexp_extract(filename, 'env=([^/]+)', 1), status, duration_s"
-        f" from read_parquet('{tmp_path}/lake/runs/**/*.parquet', filename=true)"
-    ).fetchall()
+    runs = (
+        duckdb.connect()
+        .execute(
+            "select regexp_extract(filename, 'env=([^/]+)', 1), status, duration_s"
+            f" from read_parquet('{tmp_path}/lake/runs/**/*.parquet', filename=true)"
+        )
+        .fetchall()
+    )
     by_env = {env: (status, duration_s) for env, status, duration_s in runs}
     assert set(by_env) == {"good", "dead", "frozen"}
     # The frozen server is given up on within the host lock's 5 s question, not per family.
@@ -240,8 +252,15 @@ def test_an_unwritable_lake_is_one_line_before_any_server_is_touched(redis_serve
     observer = redis.Redis(port=redis_server.port, decode_responses=True)
     before = observer.info("stats")["total_connections_received"]
     result = _yardstick(
-        tmp_path, "run", "--config", str(config), "--profile", "quick",
-        *_paths(tmp_path), "--lake", str(tmp_path / "afile" / "lake"),
+        tmp_path,
+        "run",
+        "--config",
+        str(config),
+        "--profile",
+        "quick",
+        *_paths(tmp_path),
+        "--lake",
+        str(tmp_path / "afile" / "lake"),
     )
     assert result.returncode == 2, result.stdout + result.stderr
     (line,) = result.stderr.strip().splitlines()

@@ -24,8 +24,12 @@ def test_collect_flow_on_scratch_and_read_only(prefect_server, start_redis, tmp_
         tmp_path / "envs.yaml",
         [
             {"name": "scratch-a", "url": server.url, "mode": "scratch"},
-            {"name": "site-ro", "url": server.url, "mode": "read-only",
-             "same_server_as": "scratch-a"},
+            {
+                "name": "site-ro",
+                "url": server.url,
+                "mode": "read-only",
+                "same_server_as": "scratch-a",
+            },
         ],
     )
     lake_dir = tmp_path / "lake"
@@ -36,14 +40,19 @@ def test_collect_flow_on_scratch_and_read_only(prefect_server, start_redis, tmp_
         assert state.is_completed(), state.message
         summary = state.result()
         assert [(o.env, o.status) for o in summary.outcomes] == [
-            ("scratch-a", "ok"), ("site-ro", "ok"),
+            ("scratch-a", "ok"),
+            ("site-ro", "ok"),
         ]
         runs.append(summary.run_id)
 
     # Any partition layout below env= (the lake is being reorganised by day or month).
     tables = {f.parts[-4] for f in lake_dir.glob("*/env=*/*/*.parquet")}
     landed = {
-        "runs", "steps", "slowlog_collections", "slowlog_entries", "latency_collections",
+        "runs",
+        "steps",
+        "slowlog_collections",
+        "slowlog_entries",
+        "latency_collections",
         "commandstats_snapshots",
     }
     # The monitor is off here: its latest/history tables have no rows, and may land no file.
@@ -58,15 +67,16 @@ def test_collect_flow_on_scratch_and_read_only(prefect_server, start_redis, tmp_
     con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
     # Collections are not figures (105,000 runs a year per environment): what they found is
     # read from the collection marts.
-    assert con.execute(
-        "select count(*) from figures where run_id in (?, ?)", runs
-    ).fetchone()[0] == 0
+    assert (
+        con.execute("select count(*) from figures where run_id in (?, ?)", runs).fetchone()[0] == 0
+    )
     for env in ("scratch-a", "site-ro"):
         key = [runs[1], env]
         gap = con.execute(
             "select g.new_entries, g.lost_entries, g.gap_since_previous_s, r.entries_per_min,"
             " r.recommended_interval_min from slowlog_collection_gaps as g"
-            " join slowlog_rates as r using (run_id, env) where run_id = ? and env = ?", key
+            " join slowlog_rates as r using (run_id, env) where run_id = ? and env = ?",
+            key,
         ).fetchone()
         # The first collection saw one entry, the second one more: nothing lost.
         assert gap[:2] == (1, 0)
@@ -78,12 +88,14 @@ def test_collect_flow_on_scratch_and_read_only(prefect_server, start_redis, tmp_
         assert threshold == 0  # a finding: monitor off
         calls = con.execute(
             "select sum(calls_delta) / any_value(interval_s) from counter_intervals"
-            " where run_id = ? and env = ? and not counters_reset", key
+            " where run_id = ? and env = ? and not counters_reset",
+            key,
         ).fetchone()[0]
         assert calls > 0  # counters differenced across collections
     # Per-command counters between the two collections: the application's EVAL among them.
     evals = con.execute(
         "select calls_per_s from report_command_costs where run_id = ? and env = 'scratch-a' "
-        "and command = 'eval'", [runs[1]]
+        "and command = 'eval'",
+        [runs[1]],
     ).fetchone()
     assert evals is not None and evals[0] > 0

@@ -32,8 +32,12 @@ def _error(path: Path) -> str:
         ([{**GOOD, "url": "redis://127.0.0.1:6390/zero"}], "'a'", "url", "not a number"),
         ([{**GOOD, "same_server_as": "nowhere"}], "'a'", "same_server_as", "nowhere"),
         ([{**GOOD, "same_server_as": "a"}], "'a'", "same_server_as", "itself"),
-        ([{**GOOD, "site": "eu"}, {**GOOD, "name": "b", "same_server_as": "a"}], "'b'",
-         "same_server_as", "not this site"),
+        (
+            [{**GOOD, "site": "eu"}, {**GOOD, "name": "b", "same_server_as": "a"}],
+            "'b'",
+            "same_server_as",
+            "not this site",
+        ),
         ([{**GOOD, "site": "eu west"}], "'a'", "site", "not allowed"),
         ([{**GOOD, "mode": "readonly"}], "'a'", "mode", "read-only"),
         ([{**GOOD, "name": "prod/cache 1"}], "'prod/cache 1'", "name", "not allowed"),
@@ -185,13 +189,21 @@ def _pem_files(folder: Path) -> dict[str, str]:
         (TLS_ENV, {"cert_file": "client.pem"}, "tls.key_file", "cert_file needs its key_file"),
         (TLS_ENV, {"key_file": "client.key"}, "tls.cert_file", "key_file needs its cert_file"),
         (TLS_ENV, {"ca_file": "nowhere.pem"}, "tls.ca_file", "no such file"),
-        (TLS_ENV, {"cert_file": "client.pem", "key_file": "gone.key"}, "tls.key_file",
-         "no such file"),
+        (
+            TLS_ENV,
+            {"cert_file": "client.pem", "key_file": "gone.key"},
+            "tls.key_file",
+            "no such file",
+        ),
         (TLS_ENV, {"verify": "sometimes"}, "tls.verify", "bool"),
         (TLS_ENV, {"sni": "redis.test"}, "tls.sni", "unknown field"),
         # redis-py would read these from the URL, the C tools would not: one place only.
-        ({**TLS_ENV, "url": "rediss://redis.test:6380/0?ssl_cert_reqs=none"}, None, "url",
-         "ssl_cert_reqs"),
+        (
+            {**TLS_ENV, "url": "rediss://redis.test:6380/0?ssl_cert_reqs=none"},
+            None,
+            "url",
+            "ssl_cert_reqs",
+        ),
     ],
 )
 def test_bad_tls_settings_name_environment_and_field(tmp_path, env, tls, field, says):
@@ -222,14 +234,24 @@ def test_notify_and_lake_settings(tmp_path):
     import yaml
 
     path = tmp_path / "envs.yaml"
-    path.write_text(yaml.safe_dump({
-        "environments": [GOOD], "lake": "s3://bucket/prefix",
-        "notify": {"block": "slack-webhook/ops", "verdicts": ["regression", "unconfirmed"]},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "environments": [GOOD],
+                "lake": "s3://bucket/prefix",
+                "notify": {"block": "slack-webhook/ops", "verdicts": ["regression", "unconfirmed"]},
+            }
+        )
+    )
     config = load_config(path)
     assert config.lake == "s3://bucket/prefix"
     assert config.notify.verdicts == ["regression", "unconfirmed"]
-    path.write_text(yaml.safe_dump({
-        "environments": [GOOD], "notify": {"block": "slack-webhook/ops", "verdicts": ["regresion"]},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "environments": [GOOD],
+                "notify": {"block": "slack-webhook/ops", "verdicts": ["regresion"]},
+            }
+        )
+    )
     assert "notify.verdicts" in _error(path) and "'regression'" in _error(path)

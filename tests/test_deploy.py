@@ -59,8 +59,12 @@ def _prefect_server(env: dict[str, str]) -> Iterator[dict[str, str]]:
     port = free_port()
     server = subprocess.Popen(
         [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO, env=env, stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     api_url = f"http://127.0.0.1:{port}/api"
     try:

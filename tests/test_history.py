@@ -24,17 +24,26 @@ START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 QUICK, NIGHTLY = "0a1b2c3d4e5f", "9f8e7d6c5b4a"  # params digests of the two profiles
 
 
-def land_run(lake_dir: Path, env: str, day: int, speedup: float, rps: float,
-             version: str = "7.0.15", same_server_as: str | None = None,
-             profile: str = "nightly", digest: str | None = None,
-             run_row: bool = True) -> str:
+def land_run(
+    lake_dir: Path,
+    env: str,
+    day: int,
+    speedup: float,
+    rps: float,
+    version: str = "7.0.15",
+    same_server_as: str | None = None,
+    profile: str = "nightly",
+    digest: str | None = None,
+    run_row: bool = True,
+) -> str:
     """One run of `env`: runs, steps, fingerprint and a 2-cell benchmark giving `speedup`.
     Without `run_row`, the run was killed before it could land its run row."""
     run = new_run(lake_dir, env, START + timedelta(days=day))
     if run_row:
         steps(run, {"throughput": digest or (NIGHTLY if profile == "nightly" else QUICK)})
-        runs_row(run, profile, finished_at=run.at, url="redis://x:1/0",
-                 same_server_as=same_server_as)
+        runs_row(
+            run, profile, finished_at=run.at, url="redis://x:1/0", same_server_as=same_server_as
+        )
     fingerprint(run, version)
     benchmark(run, [cell("SET", 1, p, value) for p, value in ((1, rps), (16, rps * speedup))])
     return run.run_id
@@ -66,9 +75,14 @@ def verdict(con, env: str, figure: str, subject: str) -> str:
 
 def verdicts_over_time(con, env: str, figure: str, subject: str) -> list[str]:
     """The verdict every run of one series got, oldest first."""
-    return [r[0] for r in con.execute(
-        "select verdict from figure_trends where env = ? and figure = ? and subject = ?"
-        " order by started_at", [env, figure, subject]).fetchall()]
+    return [
+        r[0]
+        for r in con.execute(
+            "select verdict from figure_trends where env = ? and figure = ? and subject = ?"
+            " order by started_at",
+            [env, figure, subject],
+        ).fetchall()
+    ]
 
 
 SPEEDUP = "pipeline_speedup", "set c1 3B"
@@ -90,8 +104,12 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
         # A 20 % step in the last two runs of a series with ±5 % noise: worse pipelining,
         # more requests per second.
         step = day >= 28
-        land("step", day, within(8.0 if step else 10.0, 0.05, rng),
-             within(1.2e5 if step else 1e5, 0.05, rng))
+        land(
+            "step",
+            day,
+            within(8.0 if step else 10.0, 0.05, rng),
+            within(1.2e5 if step else 1e5, 0.05, rng),
+        )
         # A real step half-way, for the change-point locator.
         land("located", day, noisy(12 if day >= 15 else 10, 0.02, rng), 1e5)
         # One run 40 % off in the middle, then back: never a regression.
@@ -100,7 +118,7 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
         land("outlier-tonight", day, within(14.0 if day == 29 else 10.0, 0.01, rng), 1e5)
     for day in range(40):
         land("noise", day, within(10, 0.05, rng), within(1e5, 0.05, rng))  # ± 5 %
-        land("quiet", day, noisy(10, 0.01, rng), noisy(1e5, 0.01, rng))    # σ 1 %
+        land("quiet", day, noisy(10, 0.01, rng), noisy(1e5, 0.01, rng))  # σ 1 %
     # Four quick runs, then a nightly run: another workload, twice the speedup.
     for day in range(4):
         land("switch", day, within(10, 0.01, rng), 1e5, profile="quick")
@@ -111,8 +129,13 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
     # An upgrade tonight: slower (absolute) and a ratio moved with it.
     for day in range(20):
         version = "7.0.15" if day < 19 else "7.4.1"
-        land("upgrade", day, within(10.0 if day < 19 else 7.0, 0.02, rng),
-             within(1e5 if day < 19 else 0.6e5, 0.02, rng), version=version)
+        land(
+            "upgrade",
+            day,
+            within(10.0 if day < 19 else 7.0, 0.02, rng),
+            within(1e5 if day < 19 else 0.6e5, 0.02, rng),
+            version=version,
+        )
     warehouse.build(lake_dir, root / "w.duckdb")
     return root, runs
 
@@ -133,7 +156,9 @@ def test_a_20_percent_step_in_5_percent_noise_is_a_regression_once_confirmed(con
     assert not {"regression", "improvement", "unconfirmed"} & set(over_time[:28])
     share, band, first = con.execute(
         "select change_share, noise_share, first_night from changes"
-        " where env = 'step' and figure = ? and subject = ?", list(SPEEDUP)).fetchone()
+        " where env = 'step' and figure = ? and subject = ?",
+        list(SPEEDUP),
+    ).fetchone()
     assert -0.3 < share < -0.1 and 0 < band < abs(share) and first
 
 
@@ -145,12 +170,17 @@ def test_noise_raises_no_alarm_and_says_when_it_hides_5_percent(con):
             assert not {"regression", "improvement", "changed"} & set(over_time), (env, series)
     # ± 5 % noise: a 5 % change would hide in it, and the verdict says so with its band.
     assert verdict(con, "noise", *SPEEDUP) == "noisy"
-    assert con.execute(
-        "select noise_share from changes where env = 'noise' and figure = ? and subject = ?",
-        list(SPEEDUP)).fetchone()[0] > 0.05
+    assert (
+        con.execute(
+            "select noise_share from changes where env = 'noise' and figure = ? and subject = ?",
+            list(SPEEDUP),
+        ).fetchone()[0]
+        > 0.05
+    )
     assert verdict(con, "quiet", *SPEEDUP) == "steady"
     judged, noisy, figures = con.execute(
-        "select judged, noisy, figures from verdicts where env = 'quiet'").fetchone()
+        "select judged, noisy, figures from verdicts where env = 'quiet'"
+    ).fetchone()
     assert judged + noisy == figures and judged > noisy
 
 
@@ -158,21 +188,37 @@ def test_a_single_outlier_run_is_no_regression(con):
     assert not {"regression", "improvement"} & set(verdicts_over_time(con, "outlier", *SPEEDUP))
     assert verdict(con, "outlier", *SPEEDUP) == "steady"
     assert verdict(con, "outlier-tonight", *SPEEDUP) == "unconfirmed"
-    assert con.execute(
-        "select verdict from verdicts where env = 'outlier-tonight'").fetchone()[0] == "unconfirmed"
+    assert (
+        con.execute("select verdict from verdicts where env = 'outlier-tonight'").fetchone()[0]
+        == "unconfirmed"
+    )
 
 
 def test_a_profile_switch_starts_a_new_series_with_a_marker(con, history):
     row = con.execute(
         "select verdict, series_started, baseline_n, previous_profile, profile from changes"
-        " where env = 'switch' and figure = ? and subject = ?", list(SPEEDUP)).fetchone()
+        " where env = 'switch' and figure = ? and subject = ?",
+        list(SPEEDUP),
+    ).fetchone()
     # Compared with nothing: the four quick runs are another series (twice the speedup here).
     assert row == ("new", True, 0, "quick", "nightly")
-    assert con.execute("select regressions, new_series = figures from verdicts"
-                       " where env = 'switch'").fetchone() == (0, True)
-    result = CliRunner().invoke(app, [
-        "trend", "--env", "switch", "--figure", SPEEDUP[0], "--subject", SPEEDUP[1],
-        "--warehouse", str(history[0] / "w.duckdb")])
+    assert con.execute(
+        "select regressions, new_series = figures from verdicts where env = 'switch'"
+    ).fetchone() == (0, True)
+    result = CliRunner().invoke(
+        app,
+        [
+            "trend",
+            "--env",
+            "switch",
+            "--figure",
+            SPEEDUP[0],
+            "--subject",
+            SPEEDUP[1],
+            "--warehouse",
+            str(history[0] / "w.duckdb"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "new series (quick → nightly, settings nightly/" in result.output
     assert "latest run: new" in result.output
@@ -181,8 +227,10 @@ def test_a_profile_switch_starts_a_new_series_with_a_marker(con, history):
 def test_a_crashed_runs_files_are_excluded_and_listed(con, history):
     crashed = history[1]["crashed"][3]
     for table in ("figures", "figure_trends", "stg_runs"):
-        assert con.execute(f"select count(*) from {table} where run_id = ?", [crashed]
-                           ).fetchone()[0] == 0
+        assert (
+            con.execute(f"select count(*) from {table} where run_id = ?", [crashed]).fetchone()[0]
+            == 0
+        )
     assert con.execute("select count(*) from figures where env = 'crashed'").fetchone()[0] > 0
     rows = con.execute("select env, run_id, tables, why from crashed_runs").fetchall()
     assert [(r[0], r[1]) for r in rows] == [("crashed", crashed)]
@@ -194,7 +242,9 @@ def test_an_upgrade_is_flagged_not_called_a_regression(con):
     assert verdict(con, "upgrade", *SPEEDUP) == "environment changed"
     changed = con.execute(
         "select count(*) from figure_trends where env = 'upgrade' and environment_changed"
-        " and figure = 'bench_rps' and subject = ?", [RPS[1]]).fetchone()[0]
+        " and figure = 'bench_rps' and subject = ?",
+        [RPS[1]],
+    ).fetchone()[0]
     assert changed == 1
     # The absolute series restarts at the change: no change point is claimed across it.
     assert series_change_points(con, "upgrade", *RPS) == []
@@ -248,11 +298,21 @@ def test_cli_on_empty_and_unknown(tmp_path):
     land_run(tmp_path / "lake", "a", 0, 10.0, 1e5)
     build(tmp_path).close()
     result = runner.invoke(
-        app, ["trend", "--env", "a", "--figure", "pipeline_speedup",
-              "--warehouse", str(tmp_path / "w.duckdb")])
+        app,
+        [
+            "trend",
+            "--env",
+            "a",
+            "--figure",
+            "pipeline_speedup",
+            "--warehouse",
+            str(tmp_path / "w.duckdb"),
+        ],
+    )
     assert result.exit_code == 2 and "--subject" in result.output and "set c1 3B" in result.output
     result = runner.invoke(
-        app, ["changes", "--env", "nowhere", "--warehouse", str(tmp_path / "w.duckdb")])
+        app, ["changes", "--env", "nowhere", "--warehouse", str(tmp_path / "w.duckdb")]
+    )
     assert result.exit_code == 2 and "--env" in result.output
 
 
@@ -261,9 +321,17 @@ def test_changes_speak_only_of_the_latest_run(tmp_path):
     for day in range(5):
         land_run(tmp_path / "lake", "a", day, 10.0, 1e5)
     tonight = new_run(tmp_path / "lake", "a", START + timedelta(days=5))  # no benchmark
-    tonight.write("runs", [{
-        "profile": "nightly", "started_at": tonight.at, "status": "partial", "mode": "scratch",
-    }])
+    tonight.write(
+        "runs",
+        [
+            {
+                "profile": "nightly",
+                "started_at": tonight.at,
+                "status": "partial",
+                "mode": "scratch",
+            }
+        ],
+    )
     con = build(tmp_path)
     assert con.execute("select count(*) from changes").fetchone()[0] == 0
     assert con.execute("select verdict from verdicts").fetchone()[0] == "not judged"
@@ -288,14 +356,17 @@ def test_a_regression_is_announced_as_a_prefect_event(history, prefect_server):
     received: list[bytes] = []
     hook = _webhook(received)
     CustomWebhookNotificationBlock(
-        name="yardstick", url=f"http://127.0.0.1:{hook.server_port}/hook",
-        json_data={"text": "{{subject}}\n{{body}}"}, allow_private_urls=True,
+        name="yardstick",
+        url=f"http://127.0.0.1:{hook.server_port}/hook",
+        json_data={"text": "{{subject}}\n{{body}}"},
+        allow_private_urls=True,
     ).save("yardstick-test-hook", overwrite=True)
 
     @flow
     def tonight() -> list[str]:
         return announce_verdicts(
-            str(history[0] / "w.duckdb"), step_run,
+            str(history[0] / "w.duckdb"),
+            step_run,
             {"block": "custom-webhook/yardstick-test-hook", "verdicts": ["regression"]},
         )
 

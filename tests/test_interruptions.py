@@ -26,8 +26,16 @@ pytestmark = [pytestmark, pytest.mark.e2e]
 def _start(cwd: Path, *args: str, state: str = "state") -> subprocess.Popen[str]:
     """`yardstick <args>` with its lake, warehouse, reports and Prefect state under `cwd`."""
     return start_yardstick(
-        cwd, *args, "--lake", str(cwd / "lake"), "--warehouse", str(cwd / "w.duckdb"),
-        "--out", str(cwd / "out"), "--state-dir", str(cwd / state),
+        cwd,
+        *args,
+        "--lake",
+        str(cwd / "lake"),
+        "--warehouse",
+        str(cwd / "w.duckdb"),
+        "--out",
+        str(cwd / "out"),
+        "--state-dir",
+        str(cwd / state),
     )
 
 
@@ -65,10 +73,17 @@ def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(prefect_server, redis_serv
     from yardstick.flows.collect import collect
 
     client = redis.Redis(port=redis_server.port, decode_responses=True)
-    config = write_config(tmp_path / "envs.yaml", [{
-        "name": "scratch", "url": redis_server.url, "mode": "scratch",
-        "families": ["contention", "slow_commands", "throughput"],
-    }])
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [
+            {
+                "name": "scratch",
+                "url": redis_server.url,
+                "mode": "scratch",
+                "families": ["contention", "slow_commands", "throughput"],
+            }
+        ],
+    )
     settings = ("slowlog-log-slower-than", "slowlog-max-len")
     before = {k: client.config_get(k)[k] for k in settings}
 
@@ -87,10 +102,17 @@ def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(prefect_server, redis_serv
 
     # kill -9 of the whole group while redis-benchmark writes into database 15.
     bench_db = redis.Redis(port=redis_server.port, db=15)
-    config = write_config(tmp_path / "envs.yaml", [{
-        "name": "scratch", "url": redis_server.url, "mode": "scratch",
-        "families": ["throughput"],
-    }])
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [
+            {
+                "name": "scratch",
+                "url": redis_server.url,
+                "mode": "scratch",
+                "families": ["throughput"],
+            }
+        ],
+    )
     run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
     _wait_for(lambda: bench_db.dbsize() > 1, what="benchmark keys in database 15")
     os.killpg(run.pid, signal.SIGKILL)
@@ -104,10 +126,17 @@ def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(prefect_server, redis_serv
     # runs before any family on a scratch server, whichever families are chosen). A
     # collection started under another Prefect server and home (this test's) while it
     # measures waits for it: one measurement per Redis server, whoever runs it.
-    config = write_config(tmp_path / "envs.yaml", [{
-        "name": "scratch", "url": redis_server.url, "mode": "scratch",
-        "families": ["fingerprint", "round_trip", "slowlog"],  # a collection reads SLOWLOG
-    }])
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [
+            {
+                "name": "scratch",
+                "url": redis_server.url,
+                "mode": "scratch",
+                "families": ["fingerprint", "round_trip", "slowlog"],  # a collection reads SLOWLOG
+            }
+        ],
+    )
     run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
     _wait_for(lambda: _client_named(client, "yardstick-roundtrip"), what="the round trip")
     collected = tmp_path / "collected"
@@ -122,11 +151,17 @@ def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(prefect_server, redis_serv
     statuses = [status for _, status in _runs(tmp_path)]
     assert statuses[0] == "interrupted" and statuses[-1] == "ok"
     con = duckdb.connect()
-    (run_start, run_end), (collect_start, _) = [con.execute(
-        "select min(started_at), max(finished_at) from read_parquet(?)",
-        [f"{lake}/steps/**/*.parquet" if lake == collected else
-         f"{lake}/steps/**/{_runs(tmp_path)[-1][0]}.parquet"],
-    ).fetchone() for lake in (tmp_path / "lake", collected)]
+    (run_start, run_end), (collect_start, _) = [
+        con.execute(
+            "select min(started_at), max(finished_at) from read_parquet(?)",
+            [
+                f"{lake}/steps/**/*.parquet"
+                if lake == collected
+                else f"{lake}/steps/**/{_runs(tmp_path)[-1][0]}.parquet"
+            ],
+        ).fetchone()
+        for lake in (tmp_path / "lake", collected)
+    ]
     assert run_start < collect_start and run_end <= collect_start
 
 
@@ -161,9 +196,18 @@ def test_a_killed_runs_prefect_server_is_stopped_by_the_next(tmp_path):
     # A server whose CLI was killed before it could stop it: started as its own process,
     # with its pid file, outliving the Python object.
     leftover = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
-         "--port", "0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            "prefect.server.api.server:create_app",
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     (home / "server.json").write_text(f'{{"pid": {leftover.pid}, "port": 0}}')
     time.sleep(0.5)

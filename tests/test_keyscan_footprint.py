@@ -22,8 +22,14 @@ from yardstick.prefixes import display, prefix_rule
 from yardstick.profiles import KeyspaceProfile
 from yardstick.tasks.keyspace import keyspace, prefixes
 
-LENGTH = {"string": "strlen", "list": "llen", "hash": "hlen", "set": "scard", "zset": "zcard",
-          "stream": "xlen"}
+LENGTH = {
+    "string": "strlen",
+    "list": "llen",
+    "hash": "hlen",
+    "set": "scard",
+    "zset": "zcard",
+    "stream": "xlen",
+}
 # Long enough for OBJECT IDLETIME (whole seconds) to tell "untouched" from "just read".
 IDLE_S = 2.1
 
@@ -141,9 +147,30 @@ def test_a_refused_no_touch_falls_back_to_skipping_lengths(start_redis, valkey_b
     fill(admin)
     # The least-privilege rule without +client|no-touch (as written before 7.2 support).
     admin.execute_command(
-        "ACL", "SETUSER", "reader", "on", ">pw", "%R~*", "-@all", "+ping", "+echo", "+info",
-        "+scan", "+type", "+object|encoding", "+memory|usage", "+strlen", "+llen", "+hlen",
-        "+scard", "+zcard", "+xlen", "+dbsize", "+client|setname", "+client|setinfo", "+select",
+        "ACL",
+        "SETUSER",
+        "reader",
+        "on",
+        ">pw",
+        "%R~*",
+        "-@all",
+        "+ping",
+        "+echo",
+        "+info",
+        "+scan",
+        "+type",
+        "+object|encoding",
+        "+memory|usage",
+        "+strlen",
+        "+llen",
+        "+hlen",
+        "+scard",
+        "+zcard",
+        "+xlen",
+        "+dbsize",
+        "+client|setname",
+        "+client|setinfo",
+        "+select",
     )
     url = server.url.replace("redis://", "redis://reader@")
     env = read_only(url, password_env="YS_TEST_READER_PW")
@@ -153,8 +180,7 @@ def test_a_refused_no_touch_falls_back_to_skipping_lengths(start_redis, valkey_b
     assert scan["touch_mode"] == "skipped" and "CLIENT NO-TOUCH refused" in scan["touch_note"]
     assert scan["errors"] == 1 and "no permissions" in scan["first_error"]  # that refusal
     assert {r["elements"] for r in rows.values()} == {None}
-    assert {r["type"] for r in rows.values()} == {"string", "hash", "set", "zset", "list",
-                                                  "stream"}
+    assert {r["type"] for r in rows.values()} == {"string", "hash", "set", "zset", "list", "stream"}
     assert None not in {r["memory_usage_bytes"] for r in rows.values()}
 
 
@@ -173,8 +199,7 @@ def test_before_7_2_lengths_are_skipped_unless_touching_is_allowed(redis_server)
     scan, rows = scan_rows(keyspace.fn(read_only(redis_server.url), profile))
     assert scan["touch_mode"] == "skipped" and "has no CLIENT NO-TOUCH" in scan["touch_note"]
     assert {r["elements"] for r in rows.values()} == {None} and len(rows) == len(names)
-    assert {rows[k]["type"] for k in names} == {"string", "hash", "set", "zset", "list",
-                                                "stream"}
+    assert {rows[k]["type"] for k in names} == {"string", "hash", "set", "zset", "list", "stream"}
     idle_after = clocks(direct, names)
     assert [k for k in names if idle_after[k] < idle_before[k]] == []
     # The whole family, connections included (no CLIENT SETINFO): no error counter moved.
@@ -184,8 +209,9 @@ def test_before_7_2_lengths_are_skipped_unless_touching_is_allowed(redis_server)
     # either, and the lookups the result counts are those INFO counted.
     client = open_client(read_only(redis_server.url), "keyspace")
     hits_before = hits(direct)
-    result = scan_keyspace(client, ScanBudget(10**9, 1.0, 30), scan_count=50, baseline_s=0,
-                           type_source="scan")
+    result = scan_keyspace(
+        client, ScanBudget(10**9, 1.0, 30), scan_count=50, baseline_s=0, type_source="scan"
+    )
     assert hits(direct) - hits_before == result.keyspace_lookups > 0
     assert result.typed_scan_calls == 6 * result.scan_calls and result.type_fallback_pages == 0
     assert [direct.type(k) for k in map(bytes.decode, result.keys)] == result.types
@@ -212,8 +238,12 @@ def test_a_stop_request_ends_the_scan_within_a_round(redis_server):
     try:
         with pytest.raises(interrupt.Interrupted):
             # Paced far below what it needs: without the stop it would run for many seconds.
-            scan_keyspace(client, ScanBudget(max_keys=10**9, cpu_share=0.002, max_wall_s=60),
-                          scan_count=200, baseline_s=0)
+            scan_keyspace(
+                client,
+                ScanBudget(max_keys=10**9, cpu_share=0.002, max_wall_s=60),
+                scan_count=200,
+                baseline_s=0,
+            )
     finally:
         stopper.cancel()
         interrupt.reset()
@@ -222,8 +252,20 @@ def test_a_stop_request_ends_the_scan_within_a_round(redis_server):
 
 
 def test_arrow_prefixes_agree_with_the_prefix_rule():
-    keys = [b"user:1:cart", b"user:", b"plain", b"", b"a\r\nb:c", b"\xff\xfe:x", b"img/1:x",
-            b"a:b/c", b"::", b"x/y/z:w", "caf\u00e9:1".encode(), "x\u00b7y\u00b7z".encode()]
+    keys = [
+        b"user:1:cart",
+        b"user:",
+        b"plain",
+        b"",
+        b"a\r\nb:c",
+        b"\xff\xfe:x",
+        b"img/1:x",
+        b"a:b/c",
+        b"::",
+        b"x/y/z:w",
+        "caf\u00e9:1".encode(),
+        "x\u00b7y\u00b7z".encode(),
+    ]
     for separators, depth in ((":", 1), (":", 2), (":/", 1), (":/", 3), ("\u00b7", 2)):
         rule = prefix_rule(separators, depth)
         got = prefixes(pa.array(keys, pa.binary()), separators, depth).to_pylist()

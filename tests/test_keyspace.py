@@ -56,8 +56,14 @@ def land_and_build(tmp_path, env_name: str, measured, *more) -> duckdb.DuckDBPyC
         for table, rows in data.tables.items():
             lake.write(tmp_path / "lake", table, name, run_id, rows)
         now = utc_now()
-        run = {"profile": "test", "started_at": now, "finished_at": now, "duration_s": 0.0,
-               "status": "ok", "mode": "read-only"}
+        run = {
+            "profile": "test",
+            "started_at": now,
+            "finished_at": now,
+            "duration_s": 0.0,
+            "status": "ok",
+            "mode": "read-only",
+        }
         lake.write(tmp_path / "lake", "runs", name, run_id, to_table("runs", [run]))
     warehouse.build(tmp_path / "lake", tmp_path / "wh.duckdb")
     return duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
@@ -90,8 +96,14 @@ def test_grouping_readings_and_top_keys(redis_server, tmp_path):
     build_keyspace(direct)
     env = read_only(redis_server)
     # allow_touch: element counts even where the server has no CLIENT NO-TOUCH (before 7.2).
-    profile = KeyspaceProfile(max_keys=10_000, busy_share=0.5, max_wall_s=30, scan_count=100,
-                              baseline_s=0.1, allow_touch=True)
+    profile = KeyspaceProfile(
+        max_keys=10_000,
+        busy_share=0.5,
+        max_wall_s=30,
+        scan_count=100,
+        baseline_s=0.1,
+        allow_touch=True,
+    )
     measured = keyspace.fn(env, profile)
 
     keys = measured.tables["keyspace_keys"].to_pylist()
@@ -176,8 +188,9 @@ def test_grouping_readings_and_top_keys(redis_server, tmp_path):
 def test_key_cap_stops_cleanly_and_reports_coverage(redis_server, tmp_path):
     direct = redis.Redis(port=redis_server.port)
     direct.mset({f"k:{i}": "v" for i in range(2000)})
-    profile = KeyspaceProfile(max_keys=500, busy_share=0.5, max_wall_s=30, scan_count=100,
-                              baseline_s=0.05)
+    profile = KeyspaceProfile(
+        max_keys=500, busy_share=0.5, max_wall_s=30, scan_count=100, baseline_s=0.05
+    )
     measured = keyspace.fn(read_only(redis_server), profile)
     scan = measured.tables["keyspace_scans"].to_pylist()[0]
     assert scan["stop_reason"] == "key_cap"
@@ -194,8 +207,12 @@ def test_time_cap_stops_cleanly(redis_server):
     direct = redis.Redis(port=redis_server.port)
     direct.mset({f"k:{i}": "v" for i in range(20_000)})
     client = open_client(read_only(redis_server), "keyspace")
-    result = scan_keyspace(client, ScanBudget(max_keys=10**9, cpu_share=0.01, max_wall_s=0.2),
-                           scan_count=200, baseline_s=0)
+    result = scan_keyspace(
+        client,
+        ScanBudget(max_keys=10**9, cpu_share=0.01, max_wall_s=0.2),
+        scan_count=200,
+        baseline_s=0,
+    )
     assert result.stop_reason == "time_cap"
     assert 0 < len(result.keys) < 20_000
     assert len(set(result.keys)) == len(result.keys)
@@ -206,8 +223,13 @@ def test_the_cpu_budget_is_respected_by_the_servers_own_counters(redis_server):
     direct.mset({f"k:{i}": "v" * 100 for i in range(30_000)})
     client = open_client(read_only(redis_server), "keyspace")
     share = 0.1
-    result = scan_keyspace(client, ScanBudget(max_keys=10**9, cpu_share=share, max_wall_s=60),
-                           scan_count=500, baseline_s=0.2, on_server_host=True)
+    result = scan_keyspace(
+        client,
+        ScanBudget(max_keys=10**9, cpu_share=share, max_wall_s=60),
+        scan_count=500,
+        baseline_s=0.2,
+        on_server_host=True,
+    )
     assert result.stop_reason == "complete" and len(result.keys) == 30_000
     assert result.paused_s > 0  # it had to wait: unpaced, the scan takes far more
     # The server's own counters over the scan (INFO used_cpu_*, every client), and the same
@@ -237,8 +259,10 @@ def test_read_only_guard_holds_during_the_scan(redis_server):
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     assert ready.wait(5)
-    keyspace.fn(read_only(redis_server), KeyspaceProfile(busy_share=0.5, scan_count=50,
-                                                         baseline_s=0, allow_touch=True))
+    keyspace.fn(
+        read_only(redis_server),
+        KeyspaceProfile(busy_share=0.5, scan_count=50, baseline_s=0, allow_touch=True),
+    )
     stop.set()
     direct.echo("monitor-stop")
     watcher.join(10)
@@ -259,8 +283,13 @@ def test_keys_vanishing_mid_scan_are_dropped_not_misread(redis_server):
         pipe.set(f"temp:{i}", "t" * 20, px=5 + (i * 7919) % 400 if i % 2 else None)
     pipe.execute()
     client = open_client(read_only(redis_server), "keyspace")
-    result = scan_keyspace(client, ScanBudget(max_keys=10**9, cpu_share=0.02, max_wall_s=30),
-                           scan_count=50, baseline_s=0, allow_touch=True)
+    result = scan_keyspace(
+        client,
+        ScanBudget(max_keys=10**9, cpu_share=0.02, max_wall_s=30),
+        scan_count=50,
+        baseline_s=0,
+        allow_touch=True,
+    )
     assert result.stop_reason == "complete"
     assert None not in result.types and "none" not in result.types
     assert all(e == 20 for e in result.elements)  # a vanished key never reads as length 0
@@ -294,8 +323,9 @@ def test_the_key_cap_takes_a_prefix_of_the_scan_order(redis_server):
             break
     client = open_client(read_only(redis_server), "keyspace")
     for source in ("scan", "scan+type", "encoding"):
-        capped = scan_keyspace(client, ScanBudget(123, 1.0, 30), scan_count=50, baseline_s=0,
-                               type_source=source)
+        capped = scan_keyspace(
+            client, ScanBudget(123, 1.0, 30), scan_count=50, baseline_s=0, type_source=source
+        )
         assert capped.stop_reason == "key_cap" and capped.type_source == source
         assert sorted(capped.keys) == sorted(order[:123]), source
         assert capped.types == [direct.type(k).decode() for k in capped.keys], source
@@ -316,8 +346,14 @@ def test_keys_no_typed_page_can_type_are_typed_by_type(redis_server, monkeypatch
 
     monkeypatch.setattr(keyscan._Reader, "scan_reply", one_cursor_off)
     client = open_client(read_only(redis_server), "keyspace")
-    result = scan_keyspace(client, ScanBudget(10**9, 1.0, 30), scan_count=50, baseline_s=0,
-                           allow_touch=True, type_source="scan")
+    result = scan_keyspace(
+        client,
+        ScanBudget(10**9, 1.0, 30),
+        scan_count=50,
+        baseline_s=0,
+        allow_touch=True,
+        type_source="scan",
+    )
     direct = redis.Redis(port=redis_server.port)
     assert result.type_fallback_pages == 1 and result.stop_reason == "complete"
     assert sorted(result.keys) == sorted(direct.scan_iter(count=1000))
@@ -330,8 +366,14 @@ def test_keys_no_typed_page_can_type_are_typed_by_type(redis_server, monkeypatch
     monkeypatch.setattr(keyscan, "SCAN_TYPES", ("string", "list", "set", "zset", "stream"))
     monkeypatch.setattr(keyscan._Scan, "wants_plain", lambda self: True)
     replies = 10**9  # no cursor tampering from here
-    result = scan_keyspace(client, ScanBudget(10**9, 1.0, 30), scan_count=50, baseline_s=0,
-                           allow_touch=True, type_source="scan")
+    result = scan_keyspace(
+        client,
+        ScanBudget(10**9, 1.0, 30),
+        scan_count=50,
+        baseline_s=0,
+        allow_touch=True,
+        type_source="scan",
+    )
     assert sorted(result.keys) == sorted(direct.scan_iter(count=1000))
     assert result.types == [direct.type(k).decode() for k in result.keys]
     assert result.elements[result.keys.index(b"blob:1")] == 8 and result.errors == {}

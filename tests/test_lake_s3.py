@@ -44,14 +44,30 @@ def _measure(env: Environment, when: datetime) -> tuple[str, dict[str, pa.Table]
     for result in measured:
         tables.update(result.tables)
     steps = [
-        {"family": family, "status": "ok", "started_at": when, "finished_at": when,
-         "duration_s": 0.2, "window_s": result.window_s}
+        {
+            "family": family,
+            "status": "ok",
+            "started_at": when,
+            "finished_at": when,
+            "duration_s": 0.2,
+            "window_s": result.window_s,
+        }
         for family, result in zip(("fingerprint", "round_trip"), measured, strict=True)
     ]
     tables["steps"] = to_table("steps", steps)
-    run = {"profile": "test", "started_at": when, "finished_at": when, "duration_s": 0.3,
-           "status": "ok", "mode": env.mode, "transport": "direct", "url": env.url_redacted,
-           "host_group": "localhost", "prober_on_host": True, "tool_version": "test"}
+    run = {
+        "profile": "test",
+        "started_at": when,
+        "finished_at": when,
+        "duration_s": 0.3,
+        "status": "ok",
+        "mode": env.mode,
+        "transport": "direct",
+        "url": env.url_redacted,
+        "host_group": "localhost",
+        "prober_on_host": True,
+        "tool_version": "test",
+    }
     tables["runs"] = to_table("runs", [run])
     return run_id, tables
 
@@ -134,7 +150,9 @@ KILLED_LANDING = textwrap.dedent(
 def _kill_a_landing(url: str, run_id: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", KILLED_LANDING, url, ENV, run_id],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -274,7 +292,10 @@ def test_s3_lake_urls_and_paths():
     assert lakefs.lake_root(Path("s3://bucket/some/prefix")) == root
     assert isinstance(lakefs.lake_root("lake"), Path) and not lakefs.is_remote("./lake")
     path = lake.file_path(root, "runs", "e", "20261129T224501Z-3f9a1c")
-    assert str(path) == "s3://bucket/some/prefix/runs/env=e/period=2026-11/20261129T224501Z-3f9a1c.parquet"
+    assert (
+        str(path)
+        == "s3://bucket/some/prefix/runs/env=e/period=2026-11/20261129T224501Z-3f9a1c.parquet"
+    )
     assert path.parents[2] == root / "runs" and path.stem == "20261129T224501Z-3f9a1c"
     assert str(path.relative_to(root / "runs")) == f"env=e/period=2026-11/{path.name}"
     with pytest.raises(ValueError, match="credentials in an s3:// URL are refused") as refused:

@@ -139,8 +139,14 @@ def test_client_waits_longer_than_redis_executes(redis_server, tmp_path):
 # --- throughput ----------------------------------------------------------------------------
 
 SMALL_MATRIX = ThroughputProfile(
-    clients=[1, 50], pipelines=[1, 16], payloads_bytes=[3], tests=["set"], requests=4000,
-    repetitions=2, db=15, timeout_s=60,
+    clients=[1, 50],
+    pipelines=[1, 16],
+    payloads_bytes=[3],
+    tests=["set"],
+    requests=4000,
+    repetitions=2,
+    db=15,
+    timeout_s=60,
 )
 
 
@@ -193,7 +199,10 @@ def test_forwarded_path_loses_throughput(redis_server, tmp_path):
     direct = scratch(redis_server, name="direct")
     with Forwarder(redis_server.port) as forwarder:
         forwarded = Environment(
-            name="fwd", url=forwarder.url, mode="scratch", transport="port-forwarded",
+            name="fwd",
+            url=forwarder.url,
+            mode="scratch",
+            transport="port-forwarded",
             same_server_as="direct",
         )
         # Five paired rounds: the median survives a round disturbed by the other test processes.
@@ -213,8 +222,12 @@ def test_forwarded_path_loses_throughput(redis_server, tmp_path):
 
 
 def test_read_only_environment_never_gets_benchmark_load():
-    env = Environment(name="ro", url="redis://127.0.0.1:1/0", mode="read-only",
-                      families=["round_trip", "throughput"])
+    env = Environment(
+        name="ro",
+        url="redis://127.0.0.1:1/0",
+        mode="read-only",
+        families=["round_trip", "throughput"],
+    )
     with pytest.raises(ConfigError, match="'ro', field 'families': throughput writes"):
         check_families([env], "envs.yaml")
     plain = Environment(name="ro", url="redis://127.0.0.1:1/0", mode="read-only")
@@ -244,12 +257,24 @@ def test_noisy_cells_are_marked(tmp_path):
     rows = []
     for rep, (steady, jumpy) in enumerate([(100_000, 100_000), (101_000, 160_000)]):
         for clients, rps in ((1, steady), (50, jumpy)):
-            rows.append({"repetition": rep, "clients": clients, "pipeline": 1,
-                         "payload_bytes": 3, "requests": 1000, "test": "SET", "status": "ok",
-                         "rps": float(rps), "p50_ms": 0.02 * clients, "p99_ms": 0.05 * clients})
+            rows.append(
+                {
+                    "repetition": rep,
+                    "clients": clients,
+                    "pipeline": 1,
+                    "payload_bytes": 3,
+                    "requests": 1000,
+                    "test": "SET",
+                    "status": "ok",
+                    "rps": float(rps),
+                    "p50_ms": 0.02 * clients,
+                    "p99_ms": 0.05 * clients,
+                }
+            )
     con = figures_of(tmp_path, "s", {"benchmark": to_table("benchmark", rows)})
-    noisy = dict(con.execute(
-        "select subject, noisy from figures where figure = 'bench_rps'").fetchall())
+    noisy = dict(
+        con.execute("select subject, noisy from figures where figure = 'bench_rps'").fetchall()
+    )
     assert noisy == {"set c1 P1 3B": False, "set c50 P1 3B": True}
 
 
@@ -273,12 +298,24 @@ def test_transport_headline_is_the_median_of_paired_rounds_and_says_noisy(tmp_pa
     rows = []
     for rnd, (fwd_rps, fwd_rtt) in enumerate([(30_000, 100.0), (50_000, 110.0), (60_000, 300.0)]):
         for side, rps, rtt in (("direct", 100_000, 50.0), ("forwarded", fwd_rps, fwd_rtt)):
-            rows.append({"round": rnd, "side": side, "env_measured": side, "samples": 100,
-                         "rtt_mean_us": rtt, "rtt_min_us": rtt / 2, "rps": float(rps)})
+            rows.append(
+                {
+                    "round": rnd,
+                    "side": side,
+                    "env_measured": side,
+                    "samples": 100,
+                    "rtt_mean_us": rtt,
+                    "rtt_min_us": rtt / 2,
+                    "rps": float(rps),
+                }
+            )
     con = figures_of(tmp_path, "fwd", {"transport": to_table("transport", rows)})
-    fig = {r[0]: r[1:] for r in con.execute(
-        "select figure, value, median_value, n, noisy from figures where subject = ''"
-    ).fetchall()}
+    fig = {
+        r[0]: r[1:]
+        for r in con.execute(
+            "select figure, value, median_value, n, noisy from figures where subject = ''"
+        ).fetchall()
+    }
     assert fig["transport_rps_ratio"] == pytest.approx((0.5, 0.5, 3, True))
     assert fig["transport_rtt_ratio"] == pytest.approx((2.2, 2.2, 3, True))
     assert fig["transport_rps_lost_share"][:2] == pytest.approx((0.5, 0.5))
@@ -309,14 +346,20 @@ def fake_memtier(tmp_path: Path, monkeypatch) -> None:
     import yardstick.tasks.memtier as memtier_task
     from yardstick.tools import Tool
 
-    samples = [str(SAMPLES / f"memtier-2.3.0-redis-{v}.json")
-               for v in ("7.0.15", "7.4.1", "7.0.15-percentiles")]
+    samples = [
+        str(SAMPLES / f"memtier-2.3.0-redis-{v}.json")
+        for v in ("7.0.15", "7.4.1", "7.0.15-percentiles")
+    ]
     path = tmp_path / "memtier_benchmark"
-    path.write_text(FAKE_MEMTIER.format(python=sys.executable, samples=samples,
-                                        state=str(tmp_path / "memtier-calls")))
+    path.write_text(
+        FAKE_MEMTIER.format(
+            python=sys.executable, samples=samples, state=str(tmp_path / "memtier-calls")
+        )
+    )
     path.chmod(0o755)
-    monkeypatch.setattr(memtier_task, "find_tool",
-                        lambda name: Tool(name=name, path=str(path), version=(2, 3, 0)))
+    monkeypatch.setattr(
+        memtier_task, "find_tool", lambda name: Tool(name=name, path=str(path), version=(2, 3, 0))
+    )
 
 
 def test_memtier_repetitions_give_n_median_and_noise(redis_server, tmp_path, monkeypatch):
@@ -333,9 +376,13 @@ def test_memtier_repetitions_give_n_median_and_noise(redis_server, tmp_path, mon
     measured = memtier.fn(env, MemtierProfile(repetitions=3, test_time_s=1))
     assert measured.tables["memtier"].num_rows == 3 * 3  # runs x op types
     con = figures_of(tmp_path, "s", measured.tables)
-    fig = {(f, s): rest for f, s, *rest in con.execute(
-        "select figure, subject, n, value, median_value, noisy from figures"
-        " where family = 'memtier'").fetchall()}
+    fig = {
+        (f, s): rest
+        for f, s, *rest in con.execute(
+            "select figure, subject, n, value, median_value, noisy from figures"
+            " where family = 'memtier'"
+        ).fetchall()
+    }
     assert {n for n, *_ in fig.values()} == {3}
     for _n, value, median, _ in fig.values():
         assert value == pytest.approx(median)
@@ -349,8 +396,18 @@ def test_memtier_repetitions_give_n_median_and_noise(redis_server, tmp_path, mon
 def test_memtier_run_once_says_noise_unknown_never_steady():
     from yardstick.reports.render import _jinja
 
-    row = {"figure": "memtier_p99_us", "subject": "gets", "value": 2095.0, "unit": "µs",
-           "nature": "absolute", "n": 1, "min_value": 2095.0, "median_value": 2095.0,
-           "max_value": 2095.0, "spread": None, "noisy": False}
+    row = {
+        "figure": "memtier_p99_us",
+        "subject": "gets",
+        "value": 2095.0,
+        "unit": "µs",
+        "nature": "absolute",
+        "n": 1,
+        "min_value": 2095.0,
+        "median_value": 2095.0,
+        "max_value": 2095.0,
+        "spread": None,
+        "noisy": False,
+    }
     text = _jinja().get_template("sections/memtier.md.j2").render(families={"memtier": [row]})
     assert "n = 1, noise unknown" in text and "steady" not in text.lower()

@@ -78,19 +78,32 @@ def test_read_only_nightly_as_a_least_privilege_user(
     # Point 3: the same user without CONFIG GET (as on managed services).
     no_config = rule.replace(" +config|get", "")
     admin.execute_command("ACL", "SETUSER", NO_CONFIG, "on", f">{reader_pw}", *no_config.split())
-    assert admin.config_get("save")["save"] == "" and admin.config_get("appendonly")[
-        "appendonly"] == "no"
+    assert (
+        admin.config_get("save")["save"] == ""
+        and admin.config_get("appendonly")["appendonly"] == "no"
+    )
     _fill(admin)
     admin.acl_log_reset()
     errors_before = admin.info("errorstats")
     monkeypatch.setenv("YS_READER_PASSWORD", reader_pw)
     host = server.url.removeprefix("redis://")
-    config = write_config(tmp_path / "envs.yaml", [
-        {"name": "ro-least", "url": f"redis://{READER}@{host}", "mode": "read-only",
-         "password_env": "YS_READER_PASSWORD"},
-        {"name": "ro-noconfig", "url": f"redis://{NO_CONFIG}@{host}", "mode": "read-only",
-         "password_env": "YS_READER_PASSWORD"},
-    ])
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [
+            {
+                "name": "ro-least",
+                "url": f"redis://{READER}@{host}",
+                "mode": "read-only",
+                "password_env": "YS_READER_PASSWORD",
+            },
+            {
+                "name": "ro-noconfig",
+                "url": f"redis://{NO_CONFIG}@{host}",
+                "mode": "read-only",
+                "password_env": "YS_READER_PASSWORD",
+            },
+        ],
+    )
 
     state, summary = run_nightly(tmp_path, config_path=str(config))
     outcomes = {o.env: o for o in summary.outcomes}
@@ -99,10 +112,16 @@ def test_read_only_nightly_as_a_least_privilege_user(
     assert outcomes["ro-least"].status == "ok", outcomes["ro-least"].error
     assert _refusals(admin, READER) == []
     report = (tmp_path / "out" / "ro-least.md").read_text()
-    for family in ("fingerprint", "round_trip", "slowlog", "latency_monitor", "counters",
-                   "keyspace"):
+    for family in (
+        "fingerprint",
+        "round_trip",
+        "slowlog",
+        "latency_monitor",
+        "counters",
+        "keyspace",
+    ):
         assert f"| {family} | ok |" in report, family
-    assert "| Persistence | off (save \"\", appendonly no" in report
+    assert '| Persistence | off (save "", appendonly no' in report
 
     # Without CONFIG GET: the settings are said to be unknown, never guessed.
     refused = _refusals(admin, NO_CONFIG)
@@ -110,7 +129,8 @@ def test_read_only_nightly_as_a_least_privilege_user(
     # Every NOPERM the server answered during the run was one of these (INFO errorstats is
     # server-wide): none was the least-privilege user's.
     noperm = admin.info("errorstats").get("errorstat_NOPERM", {}).get("count", 0) - (
-        errors_before.get("errorstat_NOPERM", {}).get("count", 0))
+        errors_before.get("errorstat_NOPERM", {}).get("count", 0)
+    )
     assert noperm == sum(int(e["count"]) for e in refused)
     ro_report = (tmp_path / "out" / "ro-noconfig.md").read_text()
     persistence = next(line for line in ro_report.splitlines() if line.startswith("| Persistence"))

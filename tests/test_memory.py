@@ -25,8 +25,13 @@ from yardstick.tasks.memory import (
 
 STRINGS = MemoryShape(name="string", type="string", key_count=10_000, key_format="key:%06d")
 LIST = MemoryShape(
-    name="list", type="list", key_count=10, key_format="list:%03d", value_bytes=10,
-    max_value_bytes=400, elements=500,
+    name="list",
+    type="list",
+    key_count=10,
+    key_format="list:%03d",
+    value_bytes=10,
+    max_value_bytes=400,
+    elements=500,
 )
 PROFILE = MemoryProfile(shapes=[STRINGS, LIST], usage_sample_keys=20)
 
@@ -47,8 +52,14 @@ def figures_of(tmp_path, measured) -> duckdb.DuckDBPyConnection:
     for table, data in measured.tables.items():
         lake.write(tmp_path / "lake", table, "scratch", run_id, data)
     now = utc_now()
-    run = {"profile": "test", "started_at": now, "finished_at": now, "duration_s": 0.0,
-           "status": "ok", "mode": "scratch"}
+    run = {
+        "profile": "test",
+        "started_at": now,
+        "finished_at": now,
+        "duration_s": 0.0,
+        "status": "ok",
+        "mode": "scratch",
+    }
     lake.write(tmp_path / "lake", "runs", "scratch", run_id, to_table("runs", [run]))
     warehouse.build(tmp_path / "lake", tmp_path / "wh.duckdb")
     return duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
@@ -93,15 +104,19 @@ def test_bytes_per_key_matches_a_difference_taken_here(redis_server, tmp_path):
     assert all(row[0] for row in report)  # every estimate says which way it errs
 
     # What was written per key is stated: the tool's own key names, not the seed's key:%06d.
-    written = {r[0]: r[1:] for r in con.execute(
-        "select shape, key_name_bytes, value_bytes_per_element from report_memory_shapes"
-    ).fetchall()}
+    written = {
+        r[0]: r[1:]
+        for r in con.execute(
+            "select shape, key_name_bytes, value_bytes_per_element from report_memory_shapes"
+        ).fetchall()
+    }
     assert written["string"] == (len(f"{PROFILE.key_prefix}string:key:000001"), 100)
     assert written["list"][0] == len(f"{PROFILE.key_prefix}list:list:001")
     assert LIST.value_bytes <= written["list"][1] <= LIST.max_value_bytes
     # Every repetition waited for used_memory to settle before "before", and says how long.
     settles = con.execute(
-        "select shape, repetition, settle_s from memory_repetitions order by all").fetchall()
+        "select shape, repetition, settle_s from memory_repetitions order by all"
+    ).fetchall()
     assert len(settles) == 2 * PROFILE.repetitions
     assert all(0 < s < STEADY_TIMEOUT_S + 1 for *_, s in settles)
 

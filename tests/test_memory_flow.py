@@ -54,16 +54,23 @@ def test_memory_sections_on_scratch_and_read_only(prefect_server, redis_server, 
     assert site.dbsize() == 520 and redis.Redis(port=redis_server.port, db=1).dbsize() == 0
 
     con = duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
-    steps = dict(con.execute(
-        "select family, status from stg_steps where env = 'site' and run_id = ?", [run_id]
-    ).fetchall())
+    steps = dict(
+        con.execute(
+            "select family, status from stg_steps where env = 'site' and run_id = ?", [run_id]
+        ).fetchall()
+    )
     assert steps["memory"] == "skipped" and steps["keyspace"] == "ok"
-    natures = dict(con.execute(
-        "select figure, nature from figures where figure in "
-        "('mem_bytes_per_key', 'mem_formula_over_actual', 'ks_prefix_projection_bytes')"
-    ).fetchall())
-    assert natures == {"mem_bytes_per_key": "absolute", "mem_formula_over_actual": "ratio",
-                       "ks_prefix_projection_bytes": "absolute"}
+    natures = dict(
+        con.execute(
+            "select figure, nature from figures where figure in "
+            "('mem_bytes_per_key', 'mem_formula_over_actual', 'ks_prefix_projection_bytes')"
+        ).fetchall()
+    )
+    assert natures == {
+        "mem_bytes_per_key": "absolute",
+        "mem_formula_over_actual": "ratio",
+        "ks_prefix_projection_bytes": "absolute",
+    }
 
     scratch = (tmp_path / "out" / "scratch.md").read_text()
     assert "## Memory: what a key costs" in scratch and "difference per key" in scratch

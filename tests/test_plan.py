@@ -82,7 +82,8 @@ def test_family_bound_of_the_environment_wins_over_the_profile():
     from yardstick.flows.landing import family_timeout_s
     from yardstick.profiles import get_profile
 
-    env = Environment(name="a", url="redis://127.0.0.1:1/0", mode="scratch",
-                      family_timeouts_s={"throughput": 900})
+    env = Environment(
+        name="a", url="redis://127.0.0.1:1/0", mode="scratch", family_timeouts_s={"throughput": 900}
+    )
     assert family_timeout_s("throughput", env, get_profile("nightly")) == 900
     assert family_timeout_s("memory", env, get_profile("quick")) == 120

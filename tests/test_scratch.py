@@ -15,8 +15,14 @@ from yardstick.profiles import AgreementProfile, ContentionProfile, SlowCommands
 from yardstick.scratch import FIXTURE_PREFIX, NotScratch, config_changes, fixture_keys
 
 # Distinctive starting values, so that "restored" cannot be confused with "default".
-START = ["--slowlog-log-slower-than", "12345", "--slowlog-max-len", "77",
-         "--latency-monitor-threshold", "0"]
+START = [
+    "--slowlog-log-slower-than",
+    "12345",
+    "--slowlog-max-len",
+    "77",
+    "--latency-monitor-threshold",
+    "0",
+]
 WATCHED = ("slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold")
 
 
@@ -53,16 +59,20 @@ def server(start_redis):
 
 def test_config_restored_when_the_block_fails(server):
     with pytest.raises(Injected):
-        with config_changes(server.client, server.env, {"slowlog-log-slower-than": 0,
-                                                        "slowlog-max-len": 5}):
+        with config_changes(
+            server.client, server.env, {"slowlog-log-slower-than": 0, "slowlog-max-len": 5}
+        ):
             assert settings(server.client)["slowlog-max-len"] == "5"
             raise Injected
 
 
 def test_config_restored_when_a_later_set_fails(server):
     with pytest.raises(redis.ResponseError):
-        with config_changes(server.client, server.env, {"slowlog-log-slower-than": 0,
-                                                        "slowlog-max-len": "not-a-number"}):
+        with config_changes(
+            server.client,
+            server.env,
+            {"slowlog-log-slower-than": 0, "slowlog-max-len": "not-a-number"},
+        ):
             pytest.fail("the block must not run when a CONFIG SET fails")
 
 
@@ -119,8 +129,9 @@ def _fail_on_call(monkeypatch, server, module, name: str, call: int) -> dict:
 def test_slow_commands_failing_halfway_leave_nothing_behind(server, monkeypatch):
     # The third SLOWLOG lookup: the threshold is at 0 and the fixtures are loaded.
     seen = _fail_on_call(monkeypatch, server, slow_commands_task, "find_own_entry", 3)
-    profile = SlowCommandsProfile(list_len=2000, hash_fields=500, string_keys=1500,
-                                  repetitions=2, get_calls=10)
+    profile = SlowCommandsProfile(
+        list_len=2000, hash_fields=500, string_keys=1500, repetitions=2, get_calls=10
+    )
     with pytest.raises(Injected):
         slow_commands_task.slow_commands.fn(server.env, profile)
     # It failed halfway indeed: threshold lowered, fixtures loaded (the fixture checks the rest).
@@ -130,8 +141,9 @@ def test_slow_commands_failing_halfway_leave_nothing_behind(server, monkeypatch)
 def test_contention_failing_during_the_loop_leaves_nothing_behind(server, monkeypatch):
     # The second probe window is the first one during the culprit's loop.
     seen = _fail_on_call(monkeypatch, server, contention_task, "probe_window", 2)
-    profile = ContentionProfile(list_len=2000, before_s=0.1, during_s=0.2, after_s=0.1,
-                                window_s=0.1)
+    profile = ContentionProfile(
+        list_len=2000, before_s=0.1, during_s=0.2, after_s=0.1, window_s=0.1
+    )
     with pytest.raises(Injected):
         contention_task.contention.fn(server.env, profile)
     assert seen["slowlog-log-slower-than"] == "1000" and seen["slowlog-max-len"] != "77"

@@ -51,8 +51,14 @@ def test_a_run_on_valkey_reports_valkey(prefect_server, start_redis, valkey_bina
     label = f"Valkey {valkey_binary.version_text}"
     config = write_config(
         tmp_path / "envs.yaml",
-        [{"name": "valkey", "url": server.url, "mode": "scratch",
-          "families": ["fingerprint", "round_trip", "counters"]}],
+        [
+            {
+                "name": "valkey",
+                "url": server.url,
+                "mode": "scratch",
+                "families": ["fingerprint", "round_trip", "counters"],
+            }
+        ],
     )
     state, summary = run_nightly(tmp_path, config_path=str(config))
     assert state.is_completed(), state.message
@@ -75,10 +81,15 @@ def test_a_run_on_valkey_reports_valkey(prefect_server, start_redis, valkey_bina
         environment = con.execute(
             "select server_product, server_version from run_environment where env = 'valkey'"
         ).fetchall()
-    assert facts == [(
-        "valkey", valkey_binary.version_text, label, "standalone",
-        search_tool("redis-benchmark").described,
-    )]
+    assert facts == [
+        (
+            "valkey",
+            valkey_binary.version_text,
+            label,
+            "standalone",
+            search_tool("redis-benchmark").described,
+        )
+    ]
     assert environment == [("valkey", valkey_binary.version_text)]
 
     # The unit tests of run_environment (history.yml), on this real warehouse: a change of

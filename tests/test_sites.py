@@ -50,10 +50,25 @@ def _start_worker(site: str, home: Path, api_url: str) -> subprocess.Popen:
         PREFECT_LOGGING_LEVEL="WARNING",
     )
     return subprocess.Popen(
-        [str(PREFECT), "worker", "start", "--pool", "yardstick", "--work-queue", site,
-         "--type", "process", "--name", f"worker-{site}"],
-        cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=(home / "worker.log").open("w"), start_new_session=True,
+        [
+            str(PREFECT),
+            "worker",
+            "start",
+            "--pool",
+            "yardstick",
+            "--work-queue",
+            site,
+            "--type",
+            "process",
+            "--name",
+            f"worker-{site}",
+        ],
+        cwd=home,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=(home / "worker.log").open("w"),
+        start_new_session=True,
     )
 
 
@@ -100,8 +115,9 @@ def _collect_twice(client, config: str, lake_url: str) -> None:
         work_queue_filter=WorkQueueFilter(name=WorkQueueFilterName(any_=["south"]))
     )
     # The queue also holds the nightly's measure-site run (cancelled: no worker).
-    states = sorted((r.state.type.value, r.state.message or "") for r in south
-                    if "run_id" not in r.parameters)
+    states = sorted(
+        (r.state.type.value, r.state.message or "") for r in south if "run_id" not in r.parameters
+    )
     assert [s for s, _ in states] == ["CANCELLED", "SCHEDULED"], states
     assert "superseded" in states[0][1]
 
@@ -118,11 +134,22 @@ def test_one_nightly_run_fans_out_to_a_worker_per_site(
 
     servers = {site: start_redis() for site in ("east", "west", "south")}
     config = tmp_path / "environments.yaml"
-    config.write_text(yaml.safe_dump({"environments": [
-        {"name": f"cache-{site}", "url": server.url, "mode": "scratch", "site": site,
-         "families": ["fingerprint", "round_trip"]}
-        for site, server in servers.items()
-    ]}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "environments": [
+                    {
+                        "name": f"cache-{site}",
+                        "url": server.url,
+                        "mode": "scratch",
+                        "site": site,
+                        "families": ["fingerprint", "round_trip"],
+                    }
+                    for site, server in servers.items()
+                ]
+            }
+        )
+    )
     api_url = PREFECT_API_URL.value()
     lake_url = s3_lake()
     with get_client(sync_client=True) as client:
@@ -130,14 +157,18 @@ def test_one_nightly_run_fans_out_to_a_worker_per_site(
         _deploy(client, SITE_DEPLOYMENT, "flows/sites.py:measure_site")
         _deploy(client, COLLECT_SITE_DEPLOYMENT, "flows/collect.py:collect")
         # No worker for `south`: its machine is down tonight.
-        workers = [_start_worker(site, tmp_path / f"site-{site}", api_url)
-                   for site in ("east", "west")]
+        workers = [
+            _start_worker(site, tmp_path / f"site-{site}", api_url) for site in ("east", "west")
+        ]
         try:
             _wait_for_workers(client, {"worker-east", "worker-west"})
             state = nightly(
-                config_path=str(config), profile="quick", lake_dir=lake_url,
+                config_path=str(config),
+                profile="quick",
+                lake_dir=lake_url,
                 warehouse_path=str(tmp_path / "hub" / "w.duckdb"),
-                out_dir=str(tmp_path / "hub" / "reports"), start_timeout_s=30,
+                out_dir=str(tmp_path / "hub" / "reports"),
+                start_timeout_s=30,
                 return_state=True,
             )
             # The collection fans out the same way, without waiting: a run per remote site.
@@ -153,9 +184,12 @@ def test_one_nightly_run_fans_out_to_a_worker_per_site(
         assert state.is_failed(), state
         runs = {r.name: r for r in client.read_flow_runs()}
     con = duckdb.connect(str(tmp_path / "hub" / "w.duckdb"), read_only=True)
-    rows = {r[0]: r[1:] for r in con.execute(
-        "select env, site, status, prober_pid, worker_pid, flow_run_id, error from stg_runs"
-    ).fetchall()}
+    rows = {
+        r[0]: r[1:]
+        for r in con.execute(
+            "select env, site, status, prober_pid, worker_pid, flow_run_id, error from stg_runs"
+        ).fetchall()
+    }
     assert set(rows) == {"cache-east", "cache-west", "cache-south"}
     for site in ("east", "west"):
         _site, status, pid, worker_pid, flow_run_id, _error = rows[f"cache-{site}"]
@@ -164,8 +198,12 @@ def test_one_nightly_run_fans_out_to_a_worker_per_site(
         assert str(runs[f"{site}-{summary.run_id}"].id) == flow_run_id
         assert worker_pid == workers[("east", "west").index(site)].pid and pid != os.getpid()
     assert rows["cache-south"][1] == "failed" and "no worker" in rows["cache-south"][5]
-    assert con.execute("select count(*) from figures where env in ('cache-east', 'cache-west')"
-                       ).fetchone()[0] > 0
+    assert (
+        con.execute(
+            "select count(*) from figures where env in ('cache-east', 'cache-west')"
+        ).fetchone()[0]
+        > 0
+    )
     index = (tmp_path / "hub" / "reports" / "index.md").read_text()
     assert "| south | cache-south | **missing**: no worker of work queue 'south'" in index
     assert "| east | cache-east | completed" in index

@@ -24,8 +24,14 @@ from yardstick.scratch import FIXTURE_PREFIX
 
 pytestmark = pytest.mark.e2e
 
-SLOW_FAMILIES = ["slowlog", "latency_monitor", "counters", "contention", "slow_commands",
-                 "agreement"]
+SLOW_FAMILIES = [
+    "slowlog",
+    "latency_monitor",
+    "counters",
+    "contention",
+    "slow_commands",
+    "agreement",
+]
 PROFILE = PROFILES["quick"].model_copy(
     update={
         "name": "test",
@@ -43,8 +49,7 @@ PROFILE = PROFILES["quick"].model_copy(
 @flow(name="test-slow-experiments")
 def run_families(env: Environment, run_id: str, lake_dir: str, families: list[str]):
     """The nightly flow's per-environment step, limited to the given families."""
-    return measure_environment(env, PROFILE, run_id, lake_dir, "localhost", None,
-                               families=families)
+    return measure_environment(env, PROFILE, run_id, lake_dir, "localhost", None, families=families)
 
 
 def figure(con, run_id: str, name: str, subject: str = "") -> dict:
@@ -61,8 +66,14 @@ def figure(con, run_id: str, name: str, subject: str = "") -> dict:
 
 def test_plan_places_collection_everywhere_and_experiments_on_scratch_only():
     scratch_only = {f.name: f.scratch_only for f in FAMILIES if f.name in SLOW_FAMILIES}
-    assert scratch_only == {"slowlog": False, "latency_monitor": False, "counters": False,
-                            "contention": True, "slow_commands": True, "agreement": True}
+    assert scratch_only == {
+        "slowlog": False,
+        "latency_monitor": False,
+        "counters": False,
+        "contention": True,
+        "slow_commands": True,
+        "agreement": True,
+    }
     names = [f.name for f in FAMILIES]
     # Collection reads the application's entries before the experiments fill the queue.
     assert names.index("slowlog") < min(names.index(n) for n in ("contention", "slow_commands"))
@@ -72,8 +83,10 @@ def test_experiments_on_scratch(prefect_server, redis_server, tmp_path):
     env = Environment(name="scratch", url=redis_server.url, mode="scratch")
     client = redis.Redis(port=redis_server.port, decode_responses=True, protocol=2)
     client.set("app:order:1", "someone else's key")
-    config_before = {k: client.config_get(k)[k] for k in
-                     ("slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold")}
+    config_before = {
+        k: client.config_get(k)[k]
+        for k in ("slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold")
+    }
     lake_dir = str(tmp_path / "lake")
     run_id = lake.new_run_id()
 
@@ -117,8 +130,12 @@ def test_experiments_on_scratch(prefect_server, redis_server, tmp_path):
     assert figure(con, run_id, "agreement_latency_ms")["value"] >= 1
     assert figure(con, run_id, "agreement_client_over_slowlog")["value"] > 0.99
 
-    natures = {r[0] for r in con.execute(
-        "select distinct nature from figures where run_id = ?", [run_id]).fetchall()}
+    natures = {
+        r[0]
+        for r in con.execute(
+            "select distinct nature from figures where run_id = ?", [run_id]
+        ).fetchall()
+    }
     assert natures == {"absolute", "ratio"}
     con.close()
 

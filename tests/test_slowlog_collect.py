@@ -69,7 +69,8 @@ def gaps(con, env: str = "s") -> list[tuple]:
     """(new entries, lost entries) per collection, oldest first."""
     return con.execute(
         "select new_entries, lost_entries from slowlog_collection_gaps "
-        "where env = ? order by collected_at", [env]
+        "where env = ? order by collected_at",
+        [env],
     ).fetchall()
 
 
@@ -132,7 +133,8 @@ def test_three_collections_count_each_entry_once(start_redis, tmp_path):
     assert gaps(con) == [(2, None), (1, 0), (0, 0)]
     per_command = con.execute(
         "select app_entries, tool_entries from report_slowlog_commands "
-        "where run_id = ? and command = 'eval'", [last]
+        "where run_id = ? and command = 'eval'",
+        [last],
     ).fetchone()
     assert per_command == (3, 0)
     # Three collections of one server run: an entry rate and an interval can be recommended.
@@ -205,8 +207,15 @@ def test_arguments_redacted_by_default_and_kept_when_asked(start_redis, tmp_path
     assert sets == [["SET", "user:7", "alice@example.com"]]
 
 
-SECRETS = ["TOPSECRET1", "TOPSECRET2", "TOPSECRET3", "TOPSECRET4", "TOPSECRET5", "TOPSECRET6",
-           "482913"]
+SECRETS = [
+    "TOPSECRET1",
+    "TOPSECRET2",
+    "TOPSECRET3",
+    "TOPSECRET4",
+    "TOPSECRET5",
+    "TOPSECRET6",
+    "482913",
+]
 FUNCTION_CODE = (
     "#!lua name=lib13\nredis.register_function('f13', function() return 'TOPSECRET6' end)"
 )
@@ -269,9 +278,7 @@ def test_issue_13_no_secret_reaches_lake_warehouse_or_report(
             if binary.version >= (7, 0, 0):  # COMMAND DOCS: EX is a word of SET's syntax
                 assert args["set"] == ["SET", "k", "<10 bytes>", "EX", "<3 bytes>"]
                 code_sha = hashlib.sha1(FUNCTION_CODE.encode()).hexdigest()
-                assert args["function|load"] == [
-                    "FUNCTION", "LOAD", f"<script sha1:{code_sha}>"
-                ]
+                assert args["function|load"] == ["FUNCTION", "LOAD", f"<script sha1:{code_sha}>"]
             else:  # no COMMAND DOCS before 7.0: every argument but the keys is redacted
                 assert args["set"] == ["SET", "k", "<10 bytes>", "<2 bytes>", "<3 bytes>"]
 
@@ -335,7 +342,8 @@ def losses(con, env: str = "s") -> list[tuple]:
     """(lost entries, ids logged, loss status, reason) per collection, oldest first."""
     return con.execute(
         "select lost_entries, ids_logged, loss_status, loss_unknown_reason "
-        "from slowlog_collection_gaps where env = ? order by collected_at", [env]
+        "from slowlog_collection_gaps where env = ? order by collected_at",
+        [env],
     ).fetchall()
 
 
@@ -367,8 +375,10 @@ def test_losses_count_from_an_empty_first_collection_and_after_a_restart(
     # Nothing had called SLOWLOG on the fresh server before the collection read INFO.
     assert first_row == (0, "no_slowlog_calls")
     assert losses(con) == [
-        (None, None, "first_collection", None), (2, 5, "counted", None),
-        (None, None, "first_collection", None), (2, 5, "counted", None),
+        (None, None, "first_collection", None),
+        (2, 5, "counted", None),
+        (None, None, "first_collection", None),
+        (2, 5, "counted", None),
     ]
     assert gaps(con) == [(0, None), (3, 2), (0, None), (3, 2)]
     lost = con.execute(
@@ -414,12 +424,13 @@ def test_a_slowlog_reset_before_an_empty_first_collection_leaves_losses_unknown(
     ]
     row = con.execute(
         "select loss_status, lost_entries, entries_per_min, unknown_intervals_24h "
-        "from report_slowlog where run_id = ?", [last]
+        "from report_slowlog where run_id = ?",
+        [last],
     ).fetchone()
     assert row == ("unknown", None, None, 1)
     con.close()
     report = render_reports(tmp_path / "w.duckdb", tmp_path / "out", last)["s"].read_text()
-    section = report[report.index("## SLOWLOG"):]
+    section = report[report.index("## SLOWLOG") :]
     assert "Losses since the previous collection" in section and ": unknown." in section
     if binary.version >= (7, 0, 0):
         assert "SLOWLOG RESET" in section

@@ -111,10 +111,28 @@ def test_raw_cli_output_of_redis_8_10_keeps_the_argument_count_line_apart():
     # redis-cli prints the 7th field on a line of its own: one integer between the client
     # name and the next entry's id, time and duration (redis/redis#15347).
     args = ["SADD", "s", *["m"] * 29, "... (2 more arguments)"]
-    raw = "\n".join([
-        "9", "1795990176", "20000", *args, "127.0.0.1:1", "app", "33",
-        "8", "1795990170", "15000", "GET", "127.0.0.1:1", "127.0.0.1:2", "", "3",
-    ]) + "\n"
+    raw = (
+        "\n".join(
+            [
+                "9",
+                "1795990176",
+                "20000",
+                *args,
+                "127.0.0.1:1",
+                "app",
+                "33",
+                "8",
+                "1795990170",
+                "15000",
+                "GET",
+                "127.0.0.1:1",
+                "127.0.0.1:2",
+                "",
+                "3",
+            ]
+        )
+        + "\n"
+    )
     first, second = parse_slowlog(parse_cli_raw_slowlog(raw))
     assert (first.entry_id, first.arg_count_original, first.client_name) == (9, 33, "app")
     assert len(first.args) == 32 and first.entry_fields == 7
@@ -161,8 +179,12 @@ LEAKS = [
     ["RPUSH", "queue:jobs", "GET", "TOPSECRET4"],
     ["MSET", "otp:user:1", "482913"],
     ["SET", "k", "TOPSECRET5", "EX", "100"],
-    ["FUNCTION", "LOAD", "REPLACE", "#!lua name=l\nredis.register_function('f', "
-     "function() return 'TOPSECRET6' end)"],
+    [
+        "FUNCTION",
+        "LOAD",
+        "REPLACE",
+        "#!lua name=l\nredis.register_function('f', function() return 'TOPSECRET6' end)",
+    ],
 ]
 
 
@@ -193,39 +215,84 @@ def test_issue_13_leaks_are_redacted_by_the_servers_own_metadata(version):
 def test_literal_words_are_kept_only_where_the_syntax_puts_them():
     commands = command_table("7.0.15")
     assert redact(list(SORT_ARGS), commands) == [
-        "SORT", "l", "ALPHA", "LIMIT", "<1 bytes>", "<2 bytes>",
+        "SORT",
+        "l",
+        "ALPHA",
+        "LIMIT",
+        "<1 bytes>",
+        "<2 bytes>",
     ]
     # Options in any order, as Redis reads them.
     assert redact(["SET", "k", "v", "EX", "10", "NX"], commands) == [
-        "SET", "k", "<1 bytes>", "EX", "<2 bytes>", "NX",
+        "SET",
+        "k",
+        "<1 bytes>",
+        "EX",
+        "<2 bytes>",
+        "NX",
     ]
     # A value that spells a word of the syntax is still a value.
     assert redact(["SET", "k", "EX"], commands) == ["SET", "k", "<2 bytes>"]
     assert redact(["ZADD", "z", "NX", "1", "NX"], commands) == [
-        "ZADD", "z", "NX", "<1 bytes>", "<2 bytes>",
+        "ZADD",
+        "z",
+        "NX",
+        "<1 bytes>",
+        "<2 bytes>",
     ]
     assert redact(["LPOS", "l", "GET", "RANK", "1"], commands) == [
-        "LPOS", "l", "<3 bytes>", "RANK", "<1 bytes>",
+        "LPOS",
+        "l",
+        "<3 bytes>",
+        "RANK",
+        "<1 bytes>",
     ]
     # Numbers, cursors and patterns are values; the words around them are the syntax's.
     assert redact(["SCAN", "0", "MATCH", "article:*", "COUNT", "1000"], commands) == [
-        "SCAN", "<1 bytes>", "MATCH", "<9 bytes>", "COUNT", "<4 bytes>",
+        "SCAN",
+        "<1 bytes>",
+        "MATCH",
+        "<9 bytes>",
+        "COUNT",
+        "<4 bytes>",
     ]
     assert redact(["XREAD", "COUNT", "1", "STREAMS", "s1", "s2", "0", "0"], commands) == [
-        "XREAD", "COUNT", "<1 bytes>", "STREAMS", "s1", "s2", "<1 bytes>", "<1 bytes>",
+        "XREAD",
+        "COUNT",
+        "<1 bytes>",
+        "STREAMS",
+        "s1",
+        "s2",
+        "<1 bytes>",
+        "<1 bytes>",
     ]
     # Keys located by COMMAND INFO (numkeys kept: it says where the keys are) and WEIGHTS
     # read as the word, not as a third key.
     assert redact(["ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1", "2"], commands) == [
-        "ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "<1 bytes>", "<1 bytes>",
+        "ZUNIONSTORE",
+        "d",
+        "2",
+        "a",
+        "b",
+        "WEIGHTS",
+        "<1 bytes>",
+        "<1 bytes>",
     ]
     # 7.0's key spec of SORT ... STORE is "unknown": the syntax alone locates that key.
     assert redact(["SORT", "l", "BY", "w_*", "STORE", "dst"], commands) == [
-        "SORT", "l", "BY", "<3 bytes>", "STORE", "dst",
+        "SORT",
+        "l",
+        "BY",
+        "<3 bytes>",
+        "STORE",
+        "dst",
     ]
     # Subcommands: their own entry (`config|set`); parameter names are values there too.
     assert redact(["CONFIG", "SET", "maxmemory", "1gb"], commands) == [
-        "CONFIG", "SET", "<9 bytes>", "<3 bytes>",
+        "CONFIG",
+        "SET",
+        "<9 bytes>",
+        "<3 bytes>",
     ]
     assert redact(["OBJECT", "ENCODING", "user:1"], commands) == ["OBJECT", "ENCODING", "user:1"]
     assert redact(["AUTH", "s3cret"], commands) == ["AUTH", "<6 bytes>"]
@@ -235,15 +302,26 @@ def test_literal_words_are_kept_only_where_the_syntax_puts_them():
 def test_scripts_become_their_sha1_and_keep_keys_and_names():
     for commands in (command_table("7.0.15"), command_table("6.2.14")):
         assert redact(["EVAL", "return 1", "1", "k1", "secret"], commands) == [
-            "EVAL", f"<script sha1:{hashlib.sha1(b'return 1').hexdigest()}>", "1", "k1",
+            "EVAL",
+            f"<script sha1:{hashlib.sha1(b'return 1').hexdigest()}>",
+            "1",
+            "k1",
             "<6 bytes>",
         ]
         sha = hashlib.sha1(b"return 1").hexdigest()
         assert redact(["EVALSHA", sha, "1", "k1", "secret"], commands) == [
-            "EVALSHA", sha, "1", "k1", "<6 bytes>",
+            "EVALSHA",
+            sha,
+            "1",
+            "k1",
+            "<6 bytes>",
         ]
     assert redact(["FCALL", "myfunc", "1", "k1", "secret"], command_table("7.0.15")) == [
-        "FCALL", "myfunc", "1", "k1", "<6 bytes>",
+        "FCALL",
+        "myfunc",
+        "1",
+        "k1",
+        "<6 bytes>",
     ]
 
 
@@ -251,15 +329,24 @@ def test_unknown_commands_and_missing_metadata_keep_names_only():
     commands = command_table("7.0.15")
     # A module command the server did not describe: only its name.
     assert redact(["JSON.SET", "doc:1", "$", '{"pin":1234}'], commands) == [
-        "JSON.SET", "<5 bytes>", "<1 bytes>", "<12 bytes>",
+        "JSON.SET",
+        "<5 bytes>",
+        "<1 bytes>",
+        "<12 bytes>",
     ]
     # COMMAND INFO refused (ACL): nothing but the command name (and a container's
     # subcommand, which the `command` column names anyway); scripts still as their SHA1.
     assert redact(["HSET", "user:1", "type", "x"], None) == [
-        "HSET", "<6 bytes>", "<4 bytes>", "<1 bytes>",
+        "HSET",
+        "<6 bytes>",
+        "<4 bytes>",
+        "<1 bytes>",
     ]
     assert redact(["CONFIG", "SET", "maxmemory", "1gb"], None) == [
-        "CONFIG", "SET", "<9 bytes>", "<3 bytes>",
+        "CONFIG",
+        "SET",
+        "<9 bytes>",
+        "<3 bytes>",
     ]
     assert redact(["EVAL", "return 1", "0"], None)[1].startswith("<script sha1:")
 

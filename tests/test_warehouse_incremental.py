@@ -163,14 +163,19 @@ def test_an_update_that_did_not_finish_makes_the_next_one_a_full_rebuild(history
     # removed, never a warehouse that no run or report can open.
     stale = tmp_path / "other.duckdb"
     subprocess.run(
-        [sys.executable, "-c",
-         "import duckdb, os, sys\n"
-         "con = duckdb.connect(sys.argv[1])\n"
-         "con.execute('PRAGMA disable_checkpoint_on_shutdown')\n"
-         "con.execute(\"SET checkpoint_threshold = '1TB'\")\n"
-         "con.execute('create table t as select range as i from range(100)')\n"
-         "os._exit(9)\n", str(stale)],
-        check=False, timeout=60,
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, os, sys\n"
+            "con = duckdb.connect(sys.argv[1])\n"
+            "con.execute('PRAGMA disable_checkpoint_on_shutdown')\n"
+            "con.execute(\"SET checkpoint_threshold = '1TB'\")\n"
+            "con.execute('create table t as select range as i from range(100)')\n"
+            "os._exit(9)\n",
+            str(stale),
+        ],
+        check=False,
+        timeout=60,
     )
     wal = target.with_name(target.name + ".wal")
     wal.write_bytes(stale.with_name(stale.name + ".wal").read_bytes())

@@ -131,14 +131,23 @@ def _verdict_chart(con: duckdb.DuckDBPyConnection, run: dict, row: dict) -> Figu
         mine = [p for p in points if p[3] == series]
         current = series == latest_series
         ax.plot(
-            [p[0] for p in mine], [p[1] for p in mine],
-            marker="." if len(mine) <= MAX_DOTS else None, markersize=3, linewidth=0.8,
+            [p[0] for p in mine],
+            [p[1] for p in mine],
+            marker="." if len(mine) <= MAX_DOTS else None,
+            markersize=3,
+            linewidth=0.8,
             color="tab:blue" if current else "0.6",
             label=f"{mine[-1][6] or 'unknown'} ({series})" if not current else "this series",
         )
         if current:
-            ax.plot([p[0] for p in mine], [p[2] for p in mine], linewidth=1.6, alpha=0.5,
-                    color="tab:blue", label="rolling median (7 runs)")
+            ax.plot(
+                [p[0] for p in mine],
+                [p[2] for p in mine],
+                linewidth=1.6,
+                alpha=0.5,
+                color="tab:blue",
+                label="rolling median (7 runs)",
+            )
     base, band = row.get("baseline_median"), row.get("noise_band")
     if base is not None and points:
         ax.axhline(base, color="tab:green", linewidth=1.0, label="baseline (median of 30 runs)")
@@ -150,8 +159,15 @@ def _verdict_chart(con: duckdb.DuckDBPyConnection, run: dict, row: dict) -> Figu
         if changed:
             ax.axvline(at, color="0.45", linestyle=":", linewidth=1.4)
     if points:
-        ax.plot([points[-1][0]], [points[-1][1]], "o", markersize=7, markerfacecolor="none",
-                color="tab:red", label=f"tonight: {row['verdict']}")
+        ax.plot(
+            [points[-1][0]],
+            [points[-1][1]],
+            "o",
+            markersize=7,
+            markerfacecolor="none",
+            color="tab:red",
+            label=f"tonight: {row['verdict']}",
+        )
     share = row.get("change_share")
     title = f"{figure}{f' [{subject}]' if subject else ''} on {env} ({row.get('unit') or ''})"
     if share is not None:

@@ -342,15 +342,33 @@ def trend(
     ):
         table.add_column(column)
     starts: list[str] = []
-    for (started, run_id, value, _, _, n, lo, hi, version, changed, noisy, rolling,
-         series_started, previous_profile, profile, series) in rows:
+    for (
+        started,
+        run_id,
+        value,
+        _,
+        _,
+        n,
+        lo,
+        hi,
+        version,
+        changed,
+        noisy,
+        rolling,
+        series_started,
+        previous_profile,
+        profile,
+        series,
+    ) in rows:
         markers = []
         if series_started:
             # Another profile or other settings: compared only with its own series from here.
             markers.append("new series")
-            starts.append(f"{started:%Y-%m-%d %H:%M} ({run_id}): new series "
-                          f"({previous_profile} → {profile}, settings {series}): compared "
-                          "only with runs of the same profile and settings from here")
+            starts.append(
+                f"{started:%Y-%m-%d %H:%M} ({run_id}): new series "
+                f"({previous_profile} → {profile}, settings {series}): compared "
+                "only with runs of the same profile and settings from here"
+            )
         if run_id in points:
             markers.append(f"change point ({points[run_id].change_share * 100:+.1f} %)")
         if changed:
@@ -383,9 +401,7 @@ def trend(
 @app.command()
 def changes(
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
-    env: Annotated[
-        list[str] | None, typer.Option("--env", help="Only these environments.")
-    ] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", help="Only these environments.")] = None,
     all_verdicts: Annotated[
         bool, typer.Option("--all", help="Also list steady and new figures.")
     ] = False,
@@ -399,12 +415,15 @@ def changes(
     known = [r[0] for r in con.execute("select env from latest_full_runs").fetchall()]
     for name in env or []:
         if name not in known:
-            fail(f"--env: no environment {name!r} with a full run in {warehouse} "
-                 f"({_close(name, known)})")
+            fail(
+                f"--env: no environment {name!r} with a full run in {warehouse} "
+                f"({_close(name, known)})"
+            )
     chosen = env or known
     summaries = con.execute(
         "select env, verdict, figures, judged, noisy, new, new_series from verdicts"
-        " where env in ? order by env", [chosen or [""]]
+        " where env in ? order by env",
+        [chosen or [""]],
     ).fetchall()
     hidden = "" if all_verdicts else " and verdict not in ('steady', 'new')"
     rows = con.execute(
@@ -422,22 +441,42 @@ def changes(
         console.print("no history yet")
         return
     for name, overall, figures, judged, noisy, new, new_series in summaries:
-        line = (f"{name}: {overall} — {judged} of {figures} figures judged"
-                f" ({noisy} too noisy to see a 5 % change, {new} without enough history")
+        line = (
+            f"{name}: {overall} — {judged} of {figures} figures judged"
+            f" ({noisy} too noisy to see a 5 % change, {new} without enough history"
+        )
         line += f", {new_series} in a new series)" if new_series else ")"
         console.print(escape(line))
     if rows:
         table = Table(title="tonight's verdict (the latest full run of each environment)")
-        for column in ("environment", "figure", "subject", "nature", "value", "baseline",
-                       "change", "noise band", "verdict"):
+        for column in (
+            "environment",
+            "figure",
+            "subject",
+            "nature",
+            "value",
+            "baseline",
+            "change",
+            "noise band",
+            "verdict",
+        ):
             table.add_column(column)
-        colours = {"regression": "red", "improvement": "green", "unconfirmed": "yellow",
-                   "noisy": "yellow"}
+        colours = {
+            "regression": "red",
+            "improvement": "green",
+            "unconfirmed": "yellow",
+            "noisy": "yellow",
+        }
         for name, figure, subject, nature, value, unit, base, share, band, verdict, first in rows:
             colour = colours.get(verdict, "white")
             label = f"{verdict}{' (new tonight)' if first else ''}"
             table.add_row(
-                name, figure, subject, nature, fmt(value, unit), fmt(base, unit),
+                name,
+                figure,
+                subject,
+                nature,
+                fmt(value, unit),
+                fmt(base, unit),
                 f"{share * 100:+.1f} %" if share is not None else "",
                 f"± {band * 100:.1f} %" if band is not None else "",
                 f"[{colour}]{escape(label)}[/]",

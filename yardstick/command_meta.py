@@ -170,9 +170,7 @@ def with_docs(
     info: Mapping[str, CommandSpec], docs: Mapping[str, tuple[DocArg, ...] | None]
 ) -> dict[str, CommandSpec]:
     """The specs with their syntax trees, where COMMAND DOCS gave one."""
-    return {
-        name: replace(spec, arguments=docs.get(name)) for name, spec in info.items()
-    }
+    return {name: replace(spec, arguments=docs.get(name)) for name, spec in info.items()}
 
 
 def fetch_command_table(client: redis.Redis, names: Iterable[str]) -> dict[str, CommandSpec] | None:

@@ -180,8 +180,14 @@ class Environment(BaseModel):
         return f"{parts.scheme}://{user}{host}:{self.port}/{self.db}"
 
 
-VERDICTS = ("regression", "environment changed", "unconfirmed", "improvement", "steady",
-            "not judged")
+VERDICTS = (
+    "regression",
+    "environment changed",
+    "unconfirmed",
+    "improvement",
+    "steady",
+    "not judged",
+)
 
 
 class NotifySettings(BaseModel):
@@ -229,9 +235,9 @@ class ConfigFile(BaseModel):
             if partner.site != env.site:
                 # The pair is measured in one flow run, by one prober.
                 raise _EnvFieldError(
-                    index, "same_server_as",
-                    f"names {partner.name!r} of site {partner.site!r}, not this site "
-                    f"{env.site!r}",
+                    index,
+                    "same_server_as",
+                    f"names {partner.name!r} of site {partner.site!r}, not this site {env.site!r}",
                 )
         for index, env in enumerate(self.environments):
             _check_tls(index, env)

@@ -142,9 +142,7 @@ def pinned_server() -> RedisBinary | None:
     identity = _identify(pin) if os.path.sep in pin else None
     if identity is None:
         known = ", ".join(sorted({b.source for b in binaries})) or "none found"
-        raise RuntimeError(
-            f"{PIN_ENV}={pin!r} is neither a server binary nor a source ({known})"
-        )
+        raise RuntimeError(f"{PIN_ENV}={pin!r} is neither a server binary nor a source ({known})")
     product, version = identity
     return RedisBinary(path=pin, version=version, source="pinned", product=product)
 

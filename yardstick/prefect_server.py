@@ -88,15 +88,34 @@ class PrivatePrefectServer:
     def _spawn(self) -> subprocess.Popen:
         self.port = free_port()
         log = open(self.home / "server.log", "ab")  # noqa: SIM115 (the child keeps it)
-        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-               "PREFECT__SERVER_FINAL": "1"}
+        env = {
+            **os.environ,
+            "PREFECT_UI_ENABLED": "0",
+            "PREFECT__SERVER_EPHEMERAL": "1",
+            "PREFECT__SERVER_FINAL": "1",
+        }
         env.pop("PREFECT_API_URL", None)
         try:
             return subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "--factory",
-                 "prefect.server.api.server:create_app", "--host", "127.0.0.1",
-                 "--port", str(self.port), "--log-level", "error", "--lifespan", "on"],
-                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                [
+                    sys.executable,
+                    "-m",
+                    "uvicorn",
+                    "--factory",
+                    "prefect.server.api.server:create_app",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--log-level",
+                    "error",
+                    "--lifespan",
+                    "on",
+                ],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
                 # Its own session: the terminal's Ctrl-C reaches the CLI only, which still
                 # needs the server to record how the run ended.
                 start_new_session=True,

@@ -256,8 +256,9 @@ class _Nfa:
             self.eps[end].append(start)
         return frags[0][0], frags[-1][1]
 
-    def alt(self, frags: list[tuple[int, int]], optional: bool = False,
-            repeat: bool = False) -> tuple[int, int]:
+    def alt(
+        self, frags: list[tuple[int, int]], optional: bool = False, repeat: bool = False
+    ) -> tuple[int, int]:
         s, e = self.state(), self.state()
         for start, end in frags:
             self.eps[s].append(start)
@@ -370,7 +371,9 @@ def syntax_positions(
     literal, key = set(), set()
     for i, arg in enumerate(words):
         labels = {
-            w for s in forward[i] for w, t in nfa.moves[s]
+            w
+            for s in forward[i]
+            for w, t in nfa.moves[s]
             if t in backward[i + 1] and _matches(w, start + i, arg)
         }
         if labels == {_KEY}:
@@ -380,9 +383,7 @@ def syntax_positions(
     return literal, key
 
 
-def _spec_for(
-    commands: CommandTable | None, args: list[str]
-) -> tuple[CommandSpec | None, int]:
+def _spec_for(commands: CommandTable | None, args: list[str]) -> tuple[CommandSpec | None, int]:
     """The spec of the (sub)command and where its own arguments start."""
     if not commands:
         return None, 1

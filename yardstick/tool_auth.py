@@ -111,8 +111,11 @@ def tool_credentials(env: Environment, role: str = "tool-auth") -> Iterator[Tool
             # unknown command 'ACL' (before 6.0), NOPERM (a user without ACL rights), ...
             raise _unavailable(_reason(exc, password, real_password)) from None
         if leftovers:
-            log.warning("environment %r: %s", env.name, leftovers_note(
-                ToolCredentials(leftovers_removed=tuple(leftovers))))
+            log.warning(
+                "environment %r: %s",
+                env.name,
+                leftovers_note(ToolCredentials(leftovers_removed=tuple(leftovers))),
+            )
         try:
             yield ToolCredentials(user, password, tuple(leftovers))
         finally:

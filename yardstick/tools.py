@@ -17,7 +17,11 @@ SYSTEM_DIRS = ("/usr/bin", "/usr/local/bin")
 # `redis-cli 7.0.15`, `memtier_benchmark 2.3.0`, and Valkey's own tools (a Debian
 # compatibility symlink called redis-cli may answer as valkey-cli).
 KNOWN_TOOL_NAMES = (
-    "redis-benchmark", "redis-cli", "valkey-benchmark", "valkey-cli", "memtier_benchmark",
+    "redis-benchmark",
+    "redis-cli",
+    "valkey-benchmark",
+    "valkey-cli",
+    "memtier_benchmark",
 )
 # Servers answer `Redis server v=7.0.15 sha=...` / `Valkey server v=8.1.8 ...`.
 SERVER_VERSION_RE = re.compile(
@@ -106,9 +110,7 @@ def version_line_re(name: str) -> re.Pattern[str]:
     The name must open the line and the version must not continue with `.digits`, so the
     default host `127.0.0.1` in a usage text never reads as a version."""
     names = "|".join(re.escape(n) for n in dict.fromkeys((name, *KNOWN_TOOL_NAMES)))
-    return re.compile(
-        rf"^\s*(?:{names})\s+v?(\d+)\.(\d+)\.(\d+)(?![.\d])", re.M
-    )
+    return re.compile(rf"^\s*(?:{names})\s+v?(\d+)\.(\d+)\.(\d+)(?![.\d])", re.M)
 
 
 def parse_version(name: str, text: str) -> tuple[int, int, int] | None:
@@ -146,7 +148,9 @@ def _examine(name: str, path: str) -> Tool | Refused:
         sibling_version, _ = _ask_version(sibling_path)
         if sibling_version is not None:
             return Tool(
-                name=name, path=path, version=sibling_version,
+                name=name,
+                path=path,
+                version=sibling_version,
                 version_from=f"{sibling} beside it",
             )
     tried = SIBLINGS.get(name, ())
