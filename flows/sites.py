@@ -12,6 +12,7 @@ from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import FlowRun, StateType
 from prefect.deployments import run_deployment
+from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled
 
 from yardstick import interrupt, lake, lakefs
@@ -110,8 +111,18 @@ def send_sites(
                 timeout=0,
                 flow_run_name=f"{site}-{run_id}",
             )
-        except Exception as exc:  # no such deployment or queue: this site only is missing
-            part.missing = f"not sent to work queue {site!r}: {str(exc).splitlines()[0]}"
+        except ObjectNotFound:
+            # `yardstick run` (its own Prefect server) or a server where prefect.yaml was not
+            # deployed: nothing can take the site's part.
+            part.missing = (
+                f"not sent: this Prefect API has no {SITE_DEPLOYMENT} deployment (deploy "
+                f"prefect.yaml and run `prefect worker start --pool yardstick --work-queue "
+                f"{site}` in that site; `yardstick run` measures the local site only)"
+            )
+            part.state = "not sent"
+        except Exception as exc:  # the API refused: this site only is missing
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            part.missing = f"not sent to work queue {site!r}: {type(exc).__name__} {text}".strip()
             part.state = "not sent"
         else:
             part.flow_run_id = str(flow_run.id)
@@ -178,7 +189,7 @@ def record_missing(part: SiteRun, run_id: str, lake_dir: str, profile_name: str)
         step = {
             "family": "site",
             "status": "failed",
-            "reason": f"site {part.site}: {part.missing}",
+            "reason": f"{part.site}: {part.missing}",
             "started_at": now,
             "finished_at": now,
             "duration_s": 0.0,
