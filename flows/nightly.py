@@ -251,20 +251,25 @@ def nightly(
     if parts:
         wait_for_sites(parts, start_timeout_s, site_timeout_s, started=wall_start)
         outcomes += site_outcomes(parts, run_id, lake_dir, chosen.name)
+
+    def summary() -> RunSummary:
+        """The run so far, for its caller."""
+        return RunSummary(
+            run_id=run_id,
+            profile=chosen.name,
+            lake_dir=lake_dir,
+            warehouse_path=warehouse_path,
+            out_dir=out_dir,
+            wall_s=time.perf_counter() - wall_start,
+            outcomes=outcomes,
+        )
+
     if interrupt.STOP.is_set():
         # Stopped by the operator: servers restored and the interruption landed; the
         # warehouse and the reports are brought up to date by the next run.
         return Cancelled(
             message=f"{interrupt.stop_reason()}: stopped after restoring the servers",
-            data=RunSummary(
-                run_id=run_id,
-                profile=chosen.name,
-                lake_dir=lake_dir,
-                warehouse_path=warehouse_path,
-                out_dir=out_dir,
-                wall_s=time.perf_counter() - wall_start,
-                outcomes=outcomes,
-            ),
+            data=summary(),
         )
     compact_lake(lake_dir)
     update_warehouse(lake_dir, warehouse_path, full_rebuild, until_run_id=run_id)
@@ -275,19 +280,11 @@ def nightly(
     publish(reports, out_dir, warehouse_path, run_id)
     # Tonight's verdict per environment as a Prefect event: an automation notifies people.
     announce_verdicts(warehouse_path, run_id, configured_notify(config_path))
-    summary = RunSummary(
-        run_id=run_id,
-        profile=chosen.name,
-        lake_dir=lake_dir,
-        warehouse_path=warehouse_path,
-        out_dir=out_dir,
-        wall_s=time.perf_counter() - wall_start,
-        outcomes=outcomes,
-    )
-    if summary.failed:
-        names = ", ".join(f"{o.env} ({o.status})" for o in summary.failed)
-        return Failed(message=f"environments not fully measured: {names}", data=summary)
-    return summary
+    finished = summary()
+    if finished.failed:
+        names = ", ".join(f"{o.env} ({o.status})" for o in finished.failed)
+        return Failed(message=f"environments not fully measured: {names}", data=finished)
+    return finished
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ gives up on them) before it builds and reports once."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prefect import flow
 from prefect.client.orchestration import get_client
@@ -68,7 +68,6 @@ class SiteRun:
     state: str = "not sent"
     missing: str | None = None  # why the site's environments were not measured
     started_after_s: float | None = None
-    outcomes: list[EnvOutcome] = field(default_factory=list)
 
     def summary(self) -> dict:
         """What the reports say of this site."""
@@ -196,7 +195,7 @@ def record_missing(part: SiteRun, run_id: str, lake_dir: str, profile_name: str)
             "window_s": 0.0,
         }
         try:
-            outcome = record_run(
+            record_run(
                 env,
                 profile,
                 run_id,
@@ -208,7 +207,6 @@ def record_missing(part: SiteRun, run_id: str, lake_dir: str, profile_name: str)
             )
         except lake.LakeConflict:
             continue  # the site landed it after all, just now
-        part.outcomes.append(outcome)
 
 
 def site_outcomes(
