@@ -9,7 +9,7 @@ from pathlib import Path
 def copy_sql(work: Path) -> Path:
     """A copy of the dbt project as it is now (target/ and logs/ left out), so a bench's dbt
     state never meets the tests' or the tool's."""
-    from yardstick import dbt
+    from yardstick.storage import dbt
 
     target = work / "sql"
     shutil.rmtree(target, ignore_errors=True)

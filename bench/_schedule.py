@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from yardstick import CLIENT_NAME_PREFIX, __version__
-from yardstick.schemas import SCHEMA_VERSION, file_schema, to_table
+from yardstick.storage.schemas import SCHEMA_VERSION, file_schema, to_table
 
 # Bump when generated content changes: cached units of an older generator are not reused.
 GENERATOR = "3"
@@ -34,7 +34,6 @@ BASE_DAY = TONIGHT - timedelta(days=730)
 # Slots of the SLOWLOG stream are counted from here (a server running since before it).
 ORIGIN_DAY = TONIGHT - timedelta(days=1500)
 NIGHTLY_AT = time(2, 0)
-DETAIL_TABLES = ("keyspace_keys", "ping_histogram")
 VERSIONS = ["7.0.15", "7.2.4", "7.2.5", "7.4.1", "7.4.2", "8.0.2", "8.2.1"]
 CPUS = ["AMD EPYC 7763 64-Core Processor", "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz"]
 # INFO commandstats names as a busy server lists them (subcommands as Redis 7 writes them).

@@ -14,10 +14,10 @@ from prefect import flow
 from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from yardstick import lake
 from yardstick.flows.collect import COLLECT_FAMILIES, CollectSummary, collect_profile
 from yardstick.flows.nightly import measure_environments
 from yardstick.flows.targets import environments
+from yardstick.storage import lake
 
 
 @flow(name="yardstick-collect", task_runner=ThreadPoolTaskRunner(max_workers=8), log_prints=True)

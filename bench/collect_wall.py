@@ -167,7 +167,7 @@ def main() -> None:
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         DO_NOT_TRACK="1",
     )
-    from yardstick.embedded import RedisProcess
+    from yardstick.host.embedded import RedisProcess
 
     redis_server = RedisProcess().start()
     work = Path(tempfile.mkdtemp(prefix="yardstick-collect-wall-"))

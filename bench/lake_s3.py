@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from yardstick import compaction, lake, warehouse
+from yardstick.storage import compaction, lake, warehouse
 
 
 def start_moto(log: Path) -> tuple[subprocess.Popen, str]:
@@ -72,10 +72,10 @@ def templates(keys: int) -> tuple[dict[str, pa.Table], dict[str, pa.Table]]:
     (the families the nightly and collect flows run there, the quick profile)."""
     import redis
 
-    from yardstick.config import Environment
-    from yardstick.embedded import RedisProcess
-    from yardstick.profiles import KeyspaceProfile, RoundTripProfile, get_profile
-    from yardstick.schemas import to_table
+    from yardstick.host.embedded import RedisProcess
+    from yardstick.settings.config import Environment
+    from yardstick.settings.profiles import KeyspaceProfile, RoundTripProfile, get_profile
+    from yardstick.storage.schemas import to_table
     from yardstick.tasks.counters import snapshot_counters
     from yardstick.tasks.fingerprint import fingerprint
     from yardstick.tasks.keyspace import keyspace

@@ -31,13 +31,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.embedded import RedisProcess, find_servers
-from yardstick.info import parse_info
-from yardstick.keyscan import ENCODING_EVERY, ScanBudget, process_cpu_s, scan_keyspace
+from yardstick.access.connect import open_client
+from yardstick.access.info import parse_info
+from yardstick.access.keyscan import ENCODING_EVERY, ScanBudget, process_cpu_s, scan_keyspace
+from yardstick.host.embedded import RedisProcess, find_servers
+from yardstick.host.tools import find_tool
+from yardstick.settings.config import Environment
 from yardstick.tasks.keyspace import keys_table
-from yardstick.tools import find_tool
 
 MEMKEYS, BIGKEYS, TOOL = "redis-cli --memkeys", "redis-cli --bigkeys", "yardstick scan"
 TARGETS = {MEMKEYS: 1.5, BIGKEYS: 1.0}

@@ -81,7 +81,7 @@ def _isolated_prefect(state_dir: Path) -> None:
     for key in [k for k in os.environ if k.startswith("PREFECT_")]:
         del os.environ[key]
     os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"
-    from yardstick.runtime import configure_prefect
+    from yardstick.app.runtime import configure_prefect
 
     configure_prefect(state_dir)
 
@@ -110,18 +110,20 @@ def main() -> int:
     start = now_s()
     from prefect import get_client
 
-    import yardstick.embedded
-    import yardstick.warehouse
+    import yardstick.host.embedded
+    import yardstick.storage.warehouse
     from yardstick.flows import nightly as nightly_module
     from yardstick.flows.nightly import nightly
 
     marks["imports"] = now_s() - start
 
     timings = Timings()
-    timings.wrap(yardstick.embedded, "newest_redis_server", "embedded: find newest redis-server")
-    timings.wrap(yardstick.embedded.RedisProcess, "start", "embedded redis-server start")
-    timings.wrap(yardstick.embedded.RedisProcess, "stop", "embedded redis-server stop")
-    timings.wrap(yardstick.warehouse, "build", "warehouse build")
+    timings.wrap(
+        yardstick.host.embedded, "newest_redis_server", "embedded: find newest redis-server"
+    )
+    timings.wrap(yardstick.host.embedded.RedisProcess, "start", "embedded redis-server start")
+    timings.wrap(yardstick.host.embedded.RedisProcess, "stop", "embedded redis-server stop")
+    timings.wrap(yardstick.storage.warehouse, "build", "warehouse build")
     timings.wrap(nightly_module, "render_reports", "report render")
     timings.wrap(nightly_module, "create_markdown_artifact", "Prefect artifacts")
     timings.wrap(nightly_module.lake, "write", "lake writes")

@@ -257,7 +257,7 @@ def main() -> None:
         DO_NOT_TRACK="1",
         PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL="WARNING",
     )
-    from yardstick.embedded import RedisProcess
+    from yardstick.host.embedded import RedisProcess
 
     sys.path.insert(0, str(REPO / "bench"))
     from collect_tasks import collect_with_tasks

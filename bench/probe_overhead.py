@@ -21,10 +21,10 @@ import time
 
 import redis
 
-from yardstick.embedded import RedisProcess
-from yardstick.tasks.roundtrip import probe_socket, probe_window
+from yardstick.access.probe import probe_socket, probe_window
+from yardstick.host.embedded import RedisProcess
+from yardstick.host.tools import find_tool, run_tool
 from yardstick.tasks.throughput import parse_benchmark_csv
-from yardstick.tools import find_tool, run_tool
 
 # redis-cli's --latency mode sleeps this long between PINGs (LATENCY_SAMPLE_RATE).
 CLI_LATENCY_INTERVAL_S = 0.010

@@ -45,7 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _schedule as sched  # noqa: E402 - beside this file, not a package
 from _common import copy_sql  # noqa: E402
 
-from yardstick import compaction, lake  # noqa: E402
+from yardstick.storage import (
+    compaction,
+    lake,  # noqa: E402
+)
 
 TARGET_FILES = 30_000
 TARGET_INCREMENTAL_S = 10.0
@@ -105,7 +108,7 @@ def split_runs(data: pa.Table) -> list[tuple[str, pa.Table]]:
 def write_compacted(
     root: Path, table: str, env: str, period: str, data: pa.Table, generation: int, since: date
 ) -> Path:
-    """One partition's compacted file as yardstick.compaction writes it: sorted by run id,
+    """One partition's compacted file as yardstick.storage.compaction writes it: sorted by run id,
     footer runs and replaces (the generation before, and the files of the runs landed from
     day `since` on; a nightly compaction: since = the last day)."""
     data = data.sort_by([("run_id", "ascending")])
@@ -256,7 +259,7 @@ def land_tonight(lake_dir: str, index: int, shape: Shape) -> tuple[int, float]:
 
 
 def self_check(store: Path, shape: Shape, work: Path) -> str:
-    """Land one environment's two days run by run, compact them with yardstick.compaction,
+    """Land one environment's two days run by run, compact them with yardstick.storage.compaction,
     and compare every file with what the direct writer makes of the same days."""
     mark = store / ".self-check"
     if mark.exists():
@@ -294,7 +297,7 @@ def self_check(store: Path, shape: Shape, work: Path) -> str:
         return "self-check FAILED: " + "; ".join(problems)
     text = (
         f"self-check: {compared} tables of one environment's two days landed run by run and "
-        "compacted by yardstick.compaction equal the direct writer's files (rows, footers)"
+        "compacted by yardstick.storage.compaction equal the direct writer's files (rows, footers)"
     )
     mark.write_text(text + "\n")
     return text
@@ -317,7 +320,7 @@ def child_update(lake_dir: str, wh: str, full: bool, sql: str, out: str) -> None
     """Run warehouse.update in this (child) process on the SQL copy; write the result."""
     # dbt's state (parse cache, lock) beside the SQL copy: never shared with other processes.
     os.environ["YARDSTICK_DBT_STATE"] = str(Path(sql).parent / "dbt-state")
-    from yardstick import dbt, warehouse
+    from yardstick.storage import dbt, warehouse
 
     dbt.project_dir = lambda: Path(sql)  # the copy taken at the bench's start
     result = warehouse.update(lake_dir, wh, full=full)
@@ -431,7 +434,7 @@ def measure(days: int, args: argparse.Namespace, shape: Shape, sql: Path, work: 
             flush=True,
         )
     if args.retention:
-        from yardstick import retention
+        from yardstick.storage import retention
 
         try:
             kept = retention.apply(lake_dir, wh, args.detail_days, today=sched.TONIGHT)
@@ -448,7 +451,7 @@ def measure(days: int, args: argparse.Namespace, shape: Shape, sql: Path, work: 
 
 def trend_query(wh: Path, env: str) -> str:
     """Median of 20 runs of the trend query on a read-only connection."""
-    from yardstick import warehouse
+    from yardstick.storage import warehouse
 
     con = warehouse.connect_read_only(wh)
     try:

@@ -120,7 +120,7 @@ def _terminated(_signum: int, _frame: object) -> None:
 
 def _start_server(home: Path) -> tuple[subprocess.Popen, str]:
     """`prefect server start` on a free loopback port; (process, API URL) once it answers."""
-    from yardstick.embedded import free_port
+    from yardstick.host.embedded import free_port
 
     home.mkdir(parents=True)
     port = free_port()
@@ -684,8 +684,8 @@ def main() -> int:
         from prefect.client.orchestration import get_client
         from prefect.client.schemas.actions import WorkPoolCreate
 
-        from yardstick.embedded import RedisProcess
         from yardstick.flows.sites import SITE_DEPLOYMENT
+        from yardstick.host.embedded import RedisProcess
 
         for _ in range(len(SITES) * ENVS_PER_SITE):
             redis_servers.append(RedisProcess().start())

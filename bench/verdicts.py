@@ -151,8 +151,8 @@ def night_version(env: str, night: int) -> str:
 
 def land(lake_dir: Path, data: dict[str, np.ndarray], replicates: int, nights: int) -> int:
     """Land every night of every environment; the number of files written."""
-    from yardstick import lake
-    from yardstick.schemas import TABLES, to_table
+    from yardstick.storage import lake
+    from yardstick.storage.schemas import TABLES, to_table
 
     files = 0
     for e, env in enumerate(ENVS):
@@ -364,7 +364,7 @@ def step_table(verdicts: dict[str, np.ndarray], nights: int, first: int) -> list
 def rebuild_trends(wh: Path, overrides: dict) -> float:
     """Re-run figure_trends alone (full refresh: every run of the build's batch) with other
     dbt vars; seconds."""
-    from yardstick import dbt
+    from yardstick.storage import dbt
 
     start = time.perf_counter()
     dbt.run(
@@ -408,7 +408,7 @@ def main() -> None:
     work.mkdir(parents=True)
     # dbt's state (parse cache, lock) in the work folder: never shared with other processes.
     os.environ["YARDSTICK_DBT_STATE"] = str(work / "dbt-state")
-    from yardstick import dbt, warehouse
+    from yardstick.storage import dbt, warehouse
 
     sql = copy_sql(work)
     dbt.project_dir = lambda: sql  # the copy taken at the bench's start

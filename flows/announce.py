@@ -7,7 +7,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.events import emit_event
 
-from yardstick import warehouse
+from yardstick.storage import warehouse
 
 # A payload stays readable and small: the moved figures, worst first, up to this many.
 MAX_FIGURES = 50

@@ -13,35 +13,32 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 
 from prefect import flow, get_run_logger
 from prefect.states import Failed, State
 from pydantic import BaseModel
 
-from yardstick import compaction, interrupt, lake
-from yardstick.config import LOCAL_SITE, Environment
+from yardstick import interrupt
 from yardstick.flows.hostlock import HostBusy, host_slot
 from yardstick.flows.landing import record_run, run_family, run_logger, unreachable_step
+from yardstick.flows.outcome import EnvOutcome
 from yardstick.flows.plan import (
-    Family,
+    FAMILIES,
     RunContext,
     families_for,
     host_group_label,
     host_groups,
 )
 from yardstick.flows.targets import configured_lake, environments, sites_of
-from yardstick.outcome import EnvOutcome
-from yardstick.profiles import Profile, SlowlogProfile, get_profile
-from yardstick.tasks.base import Measured, Skipped, utc_now
-from yardstick.tasks.counters import snapshot_counters
-from yardstick.tasks.latency_monitor import collect_latency
-from yardstick.tasks.slowlog import collect_slowlog
+from yardstick.settings.config import LOCAL_SITE, Environment
+from yardstick.settings.profiles import Profile, SlowlogProfile, get_profile
+from yardstick.storage import compaction, lake
+from yardstick.tasks.base import utc_now
 
-# The families a collection runs: each reads, none changes the server.
-COLLECT_FAMILIES = ["slowlog", "latency_monitor", "counters"]
+# The families a collection runs (each declares itself `collected`): each reads, none changes
+# the server.
+COLLECT_FAMILIES = [family.name for family in FAMILIES if family.collected]
 # Where a collection sends a remote site's part (a deployment without the 1-at-a-time limit
 # of `collect`, which would cancel its own children).
 COLLECT_SITE_DEPLOYMENT = "yardstick-collect/collect-site"
@@ -52,12 +49,7 @@ COLLECT_PROFILE = "collect"
 COLLECT_TABLES = [
     "runs",
     "steps",
-    "slowlog_collections",
-    "slowlog_entries",
-    "latency_collections",
-    "latency_latest",
-    "latency_history",
-    "commandstats_snapshots",
+    *(table for family in FAMILIES if family.collected for table in family.tables),
 ]
 COMPACT_AFTER_FILES = 25
 # How long a collection waits for a host another run is measuring, then skips it (recorded):
@@ -65,16 +57,6 @@ COMPACT_AFTER_FILES = 25
 HOST_WAIT_S = 120.0
 # Host groups read side by side at most (the nightly flow's task runner had 8 workers).
 MAX_PARALLEL_GROUPS = 8
-# The families' @task declarations retry once after 1 s; called plainly, the same is done here.
-RETRIES = 1
-RETRY_DELAY_S = 1.0
-
-# Each collection family as a plain call of its task's function (Task.fn): no task run.
-PLAIN_RUNS: dict[str, Callable[[Environment, Profile, RunContext], Measured]] = {
-    "slowlog": lambda env, profile, ctx: collect_slowlog.fn(env, profile.slowlog),
-    "latency_monitor": lambda env, profile, ctx: collect_latency.fn(env),
-    "counters": lambda env, profile, ctx: snapshot_counters.fn(env),
-}
 
 
 class CollectSummary(BaseModel):
@@ -96,32 +78,6 @@ def collect_profile(keep_slowlog_args: bool = False) -> Profile:
     return get_profile("quick").model_copy(
         update={"name": COLLECT_PROFILE, "slowlog": SlowlogProfile(keep_args=keep_slowlog_args)}
     )
-
-
-def _retrying(
-    run: Callable[[Environment, Profile, RunContext], Measured],
-) -> Callable[[Environment, Profile, RunContext], Measured]:
-    """`run`, tried once more after RETRY_DELAY_S when it raises (not when it skips)."""
-
-    def attempt(env: Environment, profile: Profile, ctx: RunContext) -> Measured:
-        for retries_left in range(RETRIES, -1, -1):
-            try:
-                return run(env, profile, ctx)
-            except Skipped:
-                raise
-            except Exception:
-                if not retries_left:
-                    raise
-                time.sleep(RETRY_DELAY_S)
-        raise AssertionError("unreachable")  # the loop returns or raises
-
-    return attempt
-
-
-def plain_family(family: Family) -> Family:
-    """The family with its task called as a plain function (unchanged if it has no plain run)."""
-    run = PLAIN_RUNS.get(family.name)
-    return replace(family, run=_retrying(run)) if run else family
 
 
 def collect_environment(
@@ -149,8 +105,9 @@ def collect_environment(
             if unreachable:
                 steps.append(unreachable_step(env, unreachable))
             for family in families:
+                # Called plainly (no task run), retried as the task declares.
                 step = run_family(
-                    plain_family(family), env, profile, context, run_id, lake_dir, unreachable
+                    family, env, profile, context, run_id, lake_dir, unreachable, plain=True
                 )
                 steps.append(step)
                 if step.get("unreachable"):

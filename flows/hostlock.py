@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from yardstick import interrupt
-from yardstick.config import Environment
-from yardstick.connect import open_client
+from yardstick.access.connect import open_client
 from yardstick.flows.landing import one_line
+from yardstick.settings.config import Environment
 from yardstick.tasks.base import utc_now
 from yardstick.tasks.slowlog import server_identity
 

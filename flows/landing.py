@@ -14,12 +14,13 @@ from datetime import datetime
 from prefect import get_run_logger
 from prefect.exceptions import MissingContextError
 
-from yardstick import __version__, interrupt, lake
-from yardstick.config import Environment
+from yardstick import __version__, interrupt
+from yardstick.flows.outcome import EnvOutcome
 from yardstick.flows.plan import Family, RunContext
-from yardstick.outcome import EnvOutcome
-from yardstick.profiles import Profile
-from yardstick.schemas import to_table
+from yardstick.settings.config import Environment
+from yardstick.settings.profiles import Profile
+from yardstick.storage import lake
+from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import Skipped, utc_now
 
 # Failures that mean the server cannot be reached at all: later families are skipped.
@@ -65,9 +66,11 @@ def run_family(
     run_id: str,
     lake_dir: str,
     unreachable: str | None,
+    plain: bool = False,
 ) -> dict:
     """Run one family and land its tables; return its step row (with `unreachable` set when
-    the failure means the server cannot be reached)."""
+    the failure means the server cannot be reached). `plain`: call its task's function, not
+    a task run (the 5-minute collection)."""
     step_start, step_started_at = time.perf_counter(), utc_now()
     step = {
         "family": family.name,
@@ -92,7 +95,8 @@ def run_family(
     timeout_s = family_timeout_s(family.name, env, profile)
     try:
         with interrupt.bounded(family.name, timeout_s):
-            measured = family.run(env, profile, context)
+            run = family.run_plain if plain else family.run
+            measured = run(env, profile, context)
         for table, data in measured.tables.items():
             lake.write(lake_dir, table, env.name, run_id, data)
         status = "failed" if measured.problems else "ok"
@@ -135,8 +139,8 @@ def unreachable_step(env: Environment, reason: str) -> dict:
 def cleanup_step(env: Environment, profile: Profile) -> dict:
     """Before any family on a scratch server: undo what an earlier run of the tool left when
     it was killed (CONFIG it changed, fixture and benchmark keys); a step row saying what."""
-    from yardstick import benchdb, scratch
-    from yardstick.connect import open_client
+    from yardstick.access import benchdb, scratch
+    from yardstick.access.connect import open_client
 
     start, started_at = time.perf_counter(), utc_now()
     step = {"family": "cleanup", "started_at": started_at, "window_s": 0.0}

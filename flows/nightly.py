@@ -15,8 +15,7 @@ from prefect.states import Cancelled, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
-from yardstick import compaction, interrupt, lake, retention, warehouse
-from yardstick.config import LOCAL_SITE, Environment
+from yardstick import interrupt
 from yardstick.flows.announce import announce_verdicts
 from yardstick.flows.hostlock import host_slot
 from yardstick.flows.landing import (
@@ -26,6 +25,7 @@ from yardstick.flows.landing import (
     run_logger,
     unreachable_step,
 )
+from yardstick.flows.outcome import EnvOutcome, RunSummary
 from yardstick.flows.plan import RunContext, families_for, host_group_label, host_groups
 from yardstick.flows.sites import (
     SITE_TIMEOUT_S,
@@ -41,10 +41,11 @@ from yardstick.flows.targets import (
     environments,
     sites_of,
 )
-from yardstick.outcome import EnvOutcome, RunSummary
-from yardstick.preflight import check_writable, run_folders
-from yardstick.profiles import Profile, get_profile
 from yardstick.reports.render import render_reports
+from yardstick.settings.config import LOCAL_SITE, Environment
+from yardstick.settings.profiles import Profile, get_profile
+from yardstick.storage import compaction, lake, retention, warehouse
+from yardstick.storage.preflight import check_writable, run_folders
 from yardstick.tasks.base import utc_now
 
 # How long an interrupted run waits for its families to restore the servers and land.

@@ -15,13 +15,14 @@ from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled
 
-from yardstick import interrupt, lake, lakefs
-from yardstick.config import LOCAL_SITE, Environment
+from yardstick import interrupt
 from yardstick.flows.landing import record_run, run_logger
+from yardstick.flows.outcome import EnvOutcome
 from yardstick.flows.plan import host_group_label
 from yardstick.flows.targets import environments
-from yardstick.outcome import EnvOutcome
-from yardstick.profiles import get_profile
+from yardstick.settings.config import LOCAL_SITE, Environment
+from yardstick.settings.profiles import get_profile
+from yardstick.storage import lake, lakefs
 from yardstick.tasks.base import utc_now
 
 SITE_FLOW = "yardstick-measure-site"

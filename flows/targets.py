@@ -6,10 +6,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from difflib import get_close_matches
 
-from yardstick.config import LOCAL_SITE, ConfigError, Environment, load_config
-from yardstick.embedded import RedisProcess
 from yardstick.flows.plan import check_families
-from yardstick.forwarder import Forwarder, socat_path
+from yardstick.host.embedded import RedisProcess
+from yardstick.host.forwarder import Forwarder, socat_path
+from yardstick.settings.config import LOCAL_SITE, ConfigError, Environment, load_config
 
 EMBEDDED_NAME = "embedded"
 FORWARDED_NAME = "embedded-forwarded"

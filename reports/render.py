@@ -10,8 +10,8 @@ import duckdb
 from jinja2 import Environment as Jinja
 from jinja2 import PackageLoader, StrictUndefined
 
-from yardstick.charts import MOVED, render_charts, render_verdict_charts
-from yardstick.warehouse import connect_read_only
+from yardstick.reports.charts import MOVED, render_charts, render_verdict_charts
+from yardstick.storage.warehouse import connect_read_only
 
 NATURE_LABEL = {
     "absolute": "absolute (this machine only)",
@@ -39,6 +39,16 @@ def fmt(value: Any, unit: str | None = None) -> str:
     return f"{value:.3g}"
 
 
+def quantity(value: Any, unit: str | None) -> str:
+    """A figure's value with its unit, as a sentence shows it: 72.3 µs, 48.2×, 97.9 % (a
+    share). The unit is the figure catalog's (a `figures` row's, or `catalog[name]`'s)."""
+    if not unit or unit == "share":
+        return fmt(value, unit)
+    if unit == "×":
+        return f"{fmt(value, unit)}×"
+    return f"{fmt(value, unit)} {unit}"
+
+
 def _jinja() -> Jinja:
     """The template environment (markdown, so no HTML escaping)."""
     env = Jinja(
@@ -50,6 +60,7 @@ def _jinja() -> Jinja:
         autoescape=False,
     )
     env.filters["fmt"] = fmt
+    env.filters["quantity"] = quantity
     env.filters["nature"] = lambda nature: NATURE_LABEL.get(nature, nature)
     return env
 
@@ -75,6 +86,12 @@ def section_templates(jinja: Jinja) -> dict[str, str]:
         for name in jinja.list_templates()
         if name.startswith("sections/") and name.endswith(".md.j2")
     }
+
+
+def figure_catalog(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
+    """figure -> its catalog row (unit, nature, better, ...; sql/seeds/figure_catalog.csv),
+    for a template that names a figure whether or not this run measured it."""
+    return {row["figure"]: row for row in _rows(con, "select * from figure_catalog")}
 
 
 def _latest_runs(con: duckdb.DuckDBPyConnection, run_id: str | None) -> list[dict]:
@@ -114,6 +131,7 @@ def environment_context(con: duckdb.DuckDBPyConnection, run: dict) -> dict:
         "by_name": {f["figure"]: f for f in figures},
         "tables": tables,
         "verdict": verdict_context(con, run, tables.get("changes", [])),
+        "catalog": figure_catalog(con),
     }
 
 
@@ -175,6 +193,7 @@ def render_reports(
             for row in moved:
                 row["chart"] = files.get((row["figure"], row["subject"]))
         comparison = comparison_context(con)
+        catalog = figure_catalog(con)
     finally:
         con.close()
     written: dict[str, Path] = {}
@@ -186,7 +205,9 @@ def render_reports(
         written[context["run"]["env"]] = path
     _write(
         out / "index.md",
-        jinja.get_template("index.md.j2").render(environments=contexts, sites=sites or []),
+        jinja.get_template("index.md.j2").render(
+            environments=contexts, sites=sites or [], catalog=catalog
+        ),
     )
     _write(out / "comparison.md", jinja.get_template("comparison.md.j2").render(**comparison))
     return written

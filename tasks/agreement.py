@@ -9,19 +9,59 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
+import pyarrow as pa
 import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict
 
 from yardstick import interrupt
-from yardstick.config import Environment
-from yardstick.connect import client_name, open_client
-from yardstick.profiles import AgreementProfile
-from yardstick.schemas import to_table
-from yardstick.scratch import build_list, config_changes, fixture_keys, require_scratch
-from yardstick.slowlog_parse import parse_latency_history
-from yardstick.tasks.base import Measured, utc_now
-from yardstick.tasks.slowlog import find_own_entry, newest_entry_id, server_identity, slowlog_span
+from yardstick.access.connect import client_name, open_client
+from yardstick.access.environment import Environment
+from yardstick.access.scratch import build_list, config_changes, fixture_keys, require_scratch
+from yardstick.access.slowlog_parse import parse_latency_history
+from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
+from yardstick.tasks.slowlog import (
+    SPAN_SCHEMA,
+    find_own_entry,
+    newest_entry_id,
+    server_identity,
+    slowlog_span,
+)
+
+
+class AgreementProfile(BaseModel):
+    """One SORT seen by three instruments: outside timing, SLOWLOG, LATENCY."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    list_len: int = 50_000
+    repetitions: int = 1
+    latency_threshold_ms: int = 1
+
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    "agreement_span": SPAN_SCHEMA,
+    # One SORT per repetition, seen by three instruments.
+    "agreement": pa.schema(
+        [
+            ("server_run_id", pa.string()),
+            ("rep_idx", pa.int32()),
+            ("list_len", pa.int64()),
+            ("client_us", pa.float64()),
+            ("entry_id", pa.int64()),
+            ("slowlog_us", pa.int64()),
+            ("logged_at", UTC_TS),
+            ("latency_ms", pa.int64()),  # the monitor's sample of that second
+            ("latency_sampled_at", UTC_TS),
+            ("latency_threshold_ms", pa.int64()),
+            ("latency_threshold_before_ms", pa.int64()),
+            ("measured_at", UTC_TS),
+        ]
+    ),
+}
+
 
 ROLE = "agreement"
 
@@ -106,8 +146,20 @@ def agreement(env: Environment, profile: AgreementProfile) -> Measured:
         )
     return Measured(
         tables={
-            "agreement": to_table("agreement", rows),
-            "agreement_span": to_table("agreement_span", [span.row()]),
+            "agreement": FAMILY.table("agreement", rows),
+            "agreement_span": FAMILY.table("agreement_span", [span.row()]),
         },
         window_s=window_s,
     )
+
+
+FAMILY = Family(
+    name="agreement",
+    phase="experiments",
+    task=agreement,
+    arguments=lambda env, profile, ctx: (env, profile.agreement),
+    tables=TABLES,
+    settings=AgreementProfile,
+    presets={"nightly": AgreementProfile(list_len=200_000, repetitions=3)},
+    scratch_only=True,
+)

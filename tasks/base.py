@@ -1,11 +1,31 @@
-"""What every measurement task returns."""
+"""What a measurement family is (its declaration) and what every family's task returns."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
+from pydantic import BaseModel
+
+from yardstick import interrupt
+from yardstick.access.environment import Environment
+from yardstick.host.tools import find_tool, search_tool
+
+# Every timestamp column of the lake: microseconds, UTC.
+UTC_TS = pa.timestamp("us", tz="UTC")
+# One command's INFO commandstats counters, as every table of them ends.
+COMMANDSTATS_COUNTERS = [
+    pa.field("command", pa.string()),
+    pa.field("calls", pa.int64()),
+    pa.field("usec", pa.int64()),
+    pa.field("rejected_calls", pa.int64()),
+    pa.field("failed_calls", pa.int64()),
+]
 
 
 @dataclass
@@ -29,3 +49,126 @@ class Skipped(Exception):
 def utc_now() -> datetime:
     """Current time, timezone-aware UTC (what the lake stores)."""
     return datetime.now(UTC)
+
+
+def rows_to_table(table: str, schema: pa.Schema, rows: list[dict]) -> pa.Table:
+    """Build an Arrow table of `schema` from row dicts (unknown keys are an error)."""
+    extra = {key for row in rows for key in row} - set(schema.names)
+    if extra:
+        raise ValueError(f"table {table!r}: unknown columns {sorted(extra)}")
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _retry_delay_s(declared: float | list[float] | None, attempt: int) -> float:
+    """The delay before retry `attempt` (0-based) as a Prefect task declares it."""
+    if isinstance(declared, list | tuple):
+        return float(declared[min(attempt, len(declared) - 1)]) if declared else 0.0
+    return float(declared or 0)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a family may need beyond its own environment."""
+
+    # Facts about the embedded server binary, when the tool started the server itself.
+    server_binary: dict[str, str] | None = None
+    # Every environment of the run by name, for families that pair two of them.
+    peers: dict[str, Environment] = field(default_factory=dict)
+
+
+# The arguments of a family's task, from the environment, the run's profile and its context.
+Arguments = Callable[[Environment, Any, RunContext], tuple]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A measurement family, declared by its own module (`FAMILY = Family(...)` in tasks/):
+    what it is called, when and where it runs, the tables it lands, its profile settings and
+    its task. tasks/registry.py collects the declarations; flows/plan.py orders them by phase."""
+
+    name: str
+    # When in a run: one of flows/plan.PHASES (families of a phase run in name order).
+    phase: str
+    # The Prefect task, and how its arguments come from (env, profile, context): a run calls
+    # the task (a task run), the 5-minute collection calls its plain function.
+    task: Any
+    arguments: Arguments
+    # The lake tables it lands, with their Arrow schemas (yardstick/storage/schemas.py adds
+    # the run's own tables).
+    tables: dict[str, pa.Schema]
+    # Its settings in a profile (the profile's field is the family's name), and their values
+    # in named profiles ("quick", "nightly"); the settings' defaults elsewhere.
+    settings: type[BaseModel] | None = None
+    presets: dict[str, BaseModel] = field(default_factory=dict)
+    scratch_only: bool = False
+    needs_server_host: bool = False
+    # A C tool the family wraps; without it the family is skipped, not failed.
+    tool: str | None = None
+    # Extra condition: returns why the family does not apply, or None.
+    applies: Callable[[Environment], str | None] | None = None
+    # What the family is asked to do: the profile settings it reads (default: its own). Their
+    # digest keys its figures' series, so a point is compared only with points measured the
+    # same way.
+    params: Callable[[Any], dict[str, BaseModel | float]] | None = None
+    # Part of the 5-minute collection (reads only, cheap): flows/collect.py runs these.
+    collected: bool = False
+    # Tables of per-sample detail that retention drops after `detail_days`, keeping the
+    # figures derived from them (yardstick/storage/retention.py).
+    detail_tables: tuple[str, ...] = ()
+
+    def run(self, env: Environment, profile: Any, context: RunContext) -> Measured:
+        """Measure `env` as a Prefect task run."""
+        return self.task(*self.arguments(env, profile, context))
+
+    def run_plain(self, env: Environment, profile: Any, context: RunContext) -> Measured:
+        """Measure `env` by calling the task's function directly (no task run), retried as
+        the task's decorator declares."""
+        arguments = self.arguments(env, profile, context)
+        retries = self.task.retries or 0
+        for attempt in range(retries + 1):
+            try:
+                return self.task.fn(*arguments)
+            except (Skipped, interrupt.Interrupted, interrupt.FamilyTimeout):
+                raise
+            except Exception:
+                if attempt == retries:
+                    raise
+                interrupt.sleep(_retry_delay_s(self.task.retry_delay_seconds, attempt))
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def table(self, name: str, rows: list[dict]) -> pa.Table:
+        """Rows of one of the family's tables as an Arrow table of its declared schema."""
+        return rows_to_table(name, self.tables[name], rows)
+
+    def asked(self, profile: Any) -> dict[str, BaseModel | float]:
+        """The profile settings this family reads."""
+        if self.params is not None:
+            return self.params(profile)
+        return {self.name: getattr(profile, self.name)} if self.settings else {}
+
+    def params_json(self, profile: Any) -> str:
+        """The family's settings in `profile`, as canonical JSON ("{}" for a family with none)."""
+        plain = {
+            name: value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+            for name, value in self.asked(profile).items()
+        }
+        return json.dumps(plain, sort_keys=True, separators=(",", ":"))
+
+    def params_digest(self, profile: Any) -> str:
+        """A short digest of params_json: equal digests, same workload."""
+        return hashlib.sha256(self.params_json(profile).encode()).hexdigest()[:12]
+
+    def skip_reason(self, env: Environment) -> str | None:
+        """Why this family does not run on `env`, or None when it does."""
+        if self.scratch_only and env.mode != "scratch":
+            return "scratch environments only (this one is read-only)"
+        if self.needs_server_host and not env.on_server_host:
+            return "measures the machine it runs on: the prober is not on the server host"
+        if self.tool and find_tool(self.tool) is None:
+            refused = search_tool(self.tool).refused
+            # A binary whose version cannot be told is not used: say so rather than "absent".
+            why = search_tool(self.tool).described if refused else "not installed"
+            return f"skipped: {self.tool} {why}"
+        if self.applies is not None:
+            return self.applies(env)
+        return None

@@ -10,26 +10,98 @@ from __future__ import annotations
 import threading
 import time
 
+import pyarrow as pa
 import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict
 
 from yardstick import interrupt
-from yardstick.config import Environment
-from yardstick.connect import client_name, open_client
-from yardstick.info import parse_commandstats
-from yardstick.profiles import ContentionProfile
-from yardstick.schemas import to_table
-from yardstick.scratch import build_list, config_changes, fixture_keys, require_scratch
-from yardstick.tasks.base import Measured, utc_now
-from yardstick.tasks.roundtrip import probe_socket, probe_window
+from yardstick.access.connect import client_name, open_client
+from yardstick.access.environment import Environment
+from yardstick.access.info import parse_commandstats
+from yardstick.access.probe import probe_socket, probe_window
+from yardstick.access.scratch import build_list, config_changes, fixture_keys, require_scratch
+from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
 from yardstick.tasks.slowlog import (
+    SPAN_SCHEMA,
     config_value,
     newest_entry_id,
     read_entries,
     server_identity,
     slowlog_span,
 )
+
+
+class ContentionProfile(BaseModel):
+    """A culprit loops SORT while a victim probes PING before, during and after."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    list_len: int = 20_000
+    before_s: float = 0.5
+    during_s: float = 1.0
+    after_s: float = 0.5
+    window_s: float = 0.5
+    interval_ms: float = 1.0
+    # The seed's experiment threshold: the victim waits longer than this, yet is never logged.
+    slowlog_threshold_us: int = 1000
+    # Bound on the culprit's load, whatever the timings.
+    max_culprit_commands: int = 5000
+
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    "contention_span": SPAN_SCHEMA,
+    "contention_setup": pa.schema(
+        [
+            ("server_run_id", pa.string()),
+            ("list_len", pa.int64()),
+            ("slowlog_threshold_us", pa.int64()),
+            ("slowlog_max_len_used", pa.int64()),
+            ("victim_client_name", pa.string()),
+            ("culprit_client_name", pa.string()),
+            ("culprit_commands", pa.int64()),
+            ("culprit_busy_us", pa.float64()),
+            ("loop_s", pa.float64()),
+            ("baseline_entry_id", pa.int64()),
+        ]
+    ),
+    # Victim PING windows: exact aggregates of every sample in the window.
+    "contention_windows": pa.schema(
+        [
+            ("phase", pa.string()),  # before | during | after
+            ("window_idx", pa.int32()),
+            ("started_at", UTC_TS),
+            ("window_s", pa.float64()),
+            ("samples", pa.int64()),
+            ("rtt_min_us", pa.float64()),
+            ("rtt_max_us", pa.float64()),
+            ("rtt_mean_us", pa.float64()),
+            ("over_threshold", pa.int64()),  # PINGs that waited longer than the threshold
+        ]
+    ),
+    # PING and SORT counters just before and just after the culprit's loop.
+    "contention_counters": pa.schema(
+        [
+            ("phase", pa.string()),
+            ("taken_at", UTC_TS),
+            ("command", pa.string()),
+            ("calls", pa.int64()),
+            ("usec", pa.int64()),
+        ]
+    ),
+    # Every SLOWLOG entry logged from the start of the victim's probe to the end.
+    "contention_slowlog": pa.schema(
+        [
+            ("entry_id", pa.int64()),
+            ("command", pa.string()),
+            ("client_name", pa.string()),
+            ("duration_us", pa.int64()),
+        ]
+    ),
+}
+
 
 VICTIM, CULPRIT = "victim", "culprit"
 # How long the victim waits for the culprit's first SORT before giving up.
@@ -181,11 +253,27 @@ def contention(env: Environment, profile: ContentionProfile) -> Measured:
     ]
     return Measured(
         tables={
-            "contention_setup": to_table("contention_setup", [setup]),
-            "contention_windows": to_table("contention_windows", windows),
-            "contention_counters": to_table("contention_counters", counters),
-            "contention_slowlog": to_table("contention_slowlog", logged),
-            "contention_span": to_table("contention_span", [span.row()]),
+            "contention_setup": FAMILY.table("contention_setup", [setup]),
+            "contention_windows": FAMILY.table("contention_windows", windows),
+            "contention_counters": FAMILY.table("contention_counters", counters),
+            "contention_slowlog": FAMILY.table("contention_slowlog", logged),
+            "contention_span": FAMILY.table("contention_span", [span.row()]),
         },
         window_s=sum(w["window_s"] for w in windows),
     )
+
+
+FAMILY = Family(
+    name="contention",
+    phase="experiments",
+    task=contention,
+    arguments=lambda env, profile, ctx: (env, profile.contention),
+    tables=TABLES,
+    settings=ContentionProfile,
+    presets={
+        "nightly": ContentionProfile(
+            list_len=200_000, before_s=3.0, during_s=5.0, after_s=3.0, window_s=1.0
+        )
+    },
+    scratch_only=True,
+)

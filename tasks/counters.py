@@ -5,15 +5,29 @@ differences consecutive snapshots of the same server run into calls/s and µs pe
 
 from __future__ import annotations
 
+import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.info import parse_commandstats
-from yardstick.schemas import to_table
-from yardstick.tasks.base import Measured, utc_now
+from yardstick.access.connect import open_client
+from yardstick.access.environment import Environment
+from yardstick.access.info import parse_commandstats
+from yardstick.tasks.base import COMMANDSTATS_COUNTERS, UTC_TS, Family, Measured, utc_now
 from yardstick.tasks.slowlog import server_identity
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    # INFO commandstats once per run; consecutive snapshots of one server run are
+    # differenced in SQL (never reset).
+    "commandstats_snapshots": pa.schema(
+        [
+            ("server_run_id", pa.string()),
+            ("uptime_s", pa.int64()),
+            ("taken_at", UTC_TS),
+            *COMMANDSTATS_COUNTERS,
+        ]
+    ),
+}
 
 
 @task(name="counters", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
@@ -39,4 +53,14 @@ def snapshot_counters(env: Environment) -> Measured:
         }
         for s in stats
     ]
-    return Measured(tables={"commandstats_snapshots": to_table("commandstats_snapshots", rows)})
+    return Measured(tables={"commandstats_snapshots": FAMILY.table("commandstats_snapshots", rows)})
+
+
+FAMILY = Family(
+    name="counters",
+    phase="collection",
+    task=snapshot_counters,
+    arguments=lambda env, profile, ctx: (env,),
+    tables=TABLES,
+    collected=True,
+)

@@ -7,17 +7,26 @@ import platform
 import socket
 from pathlib import Path
 
+import pyarrow as pa
 import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 import yardstick
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.info import parse_info
-from yardstick.schemas import to_table
-from yardstick.tasks.base import Measured
-from yardstick.tools import tool_facts
+from yardstick.access.connect import open_client
+from yardstick.access.environment import Environment
+from yardstick.access.info import parse_info
+from yardstick.host.tools import tool_facts
+from yardstick.tasks.base import Family, Measured
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    # Environment facts, long format so every Redis version's INFO fits.
+    "fingerprint": pa.schema(
+        [("section", pa.string()), ("key", pa.string()), ("value", pa.string())]
+    ),
+}
+
 
 INFO_SECTIONS = ("server", "memory", "persistence", "clients", "keyspace")
 # The settings the seed reads before trusting any number.
@@ -157,4 +166,14 @@ def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -
     add("tools", tool_facts())
     if server_binary:
         add("embedded", server_binary)
-    return Measured(tables={"fingerprint": to_table("fingerprint", rows)})
+    return Measured(tables={"fingerprint": FAMILY.table("fingerprint", rows)})
+
+
+FAMILY = Family(
+    name="fingerprint",
+    # First: every figure needs the environment that produced it.
+    phase="identity",
+    task=fingerprint,
+    arguments=lambda env, profile, ctx: (env, ctx.server_binary),
+    tables=TABLES,
+)

@@ -7,14 +7,45 @@ from __future__ import annotations
 import os
 import re
 
+import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict
 
-from yardstick.hostload import busy_share, cpu_times
-from yardstick.profiles import IntrinsicProfile
-from yardstick.schemas import to_table
-from yardstick.tasks.base import Measured, utc_now
-from yardstick.tools import find_tool, run_tool
+from yardstick.host.hostload import busy_share, cpu_times
+from yardstick.host.tools import find_tool, run_tool
+from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
+
+
+class IntrinsicProfile(BaseModel):
+    """`redis-cli --intrinsic-latency duration_s` on the server host."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    duration_s: int = 1
+
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    # redis-cli --intrinsic-latency: one row per run on the server host.
+    "intrinsic": pa.schema(
+        [
+            ("started_at", UTC_TS),
+            ("duration_s", pa.float64()),
+            ("max_us", pa.float64()),
+            ("max_updates", pa.int64()),
+            ("total_runs", pa.int64()),
+            ("avg_us_per_run", pa.float64()),
+            ("avg_ns_per_run", pa.float64()),
+            ("worst_over_avg_printed", pa.float64()),
+            ("host_busy_share", pa.float64()),
+            ("load_1m_before", pa.float64()),
+            ("tool_path", pa.string()),
+            ("tool_version", pa.string()),
+        ]
+    ),
+}
+
 
 MAX_RE = re.compile(r"Max latency so far: (\d+) microseconds")
 TOTAL_RE = re.compile(
@@ -60,4 +91,19 @@ def intrinsic(profile: IntrinsicProfile) -> Measured:
         "tool_path": tool.path,
         "tool_version": tool.version_text,
     }
-    return Measured(tables={"intrinsic": to_table("intrinsic", [row])}, window_s=profile.duration_s)
+    return Measured(
+        tables={"intrinsic": FAMILY.table("intrinsic", [row])}, window_s=profile.duration_s
+    )
+
+
+FAMILY = Family(
+    name="intrinsic",
+    phase="machine",
+    task=intrinsic,
+    arguments=lambda env, profile, ctx: (profile.intrinsic,),
+    tables=TABLES,
+    settings=IntrinsicProfile,
+    presets={"nightly": IntrinsicProfile(duration_s=10)},
+    needs_server_host=True,
+    tool="redis-cli",
+)

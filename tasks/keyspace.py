@@ -11,15 +11,137 @@ import pyarrow.compute as pc
 import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict, Field
 
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.info import parse_fields, parse_info
-from yardstick.keyscan import ScanBudget, ScanResult, scan_keyspace
-from yardstick.prefixes import display
-from yardstick.profiles import KeyspaceProfile
-from yardstick.schemas import TABLES, to_table
-from yardstick.tasks.base import Measured, utc_now
+from yardstick.access.connect import open_client
+from yardstick.access.environment import Environment
+from yardstick.access.info import parse_fields, parse_info
+from yardstick.access.keyscan import ScanBudget, ScanResult, scan_keyspace
+from yardstick.access.prefixes import display
+from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
+
+
+class KeyspaceProfile(BaseModel):
+    """Key space by prefix on any environment: SCAN with MEMORY USAGE, under a budget."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Budget: keys sampled, share of the server's CPU the scan may take (INFO used_cpu_sys +
+    # used_cpu_user difference over wall time, less the rate read just before the scan), and
+    # wall time.
+    max_keys: int = Field(default=100_000, gt=0)
+    busy_share: float = Field(default=0.05, gt=0, le=1)
+    max_wall_s: float = Field(default=300.0, gt=0)
+    scan_count: int = Field(default=1000, gt=0)
+    # How long the server's CPU rate is read before the scan: other clients' share.
+    baseline_s: float = Field(default=0.5, ge=0)
+    # Prefix grouping: a key's prefix is its first `depth` segments ending in a separator.
+    separators: str = Field(default=":", min_length=1)
+    depth: int = Field(default=1, ge=1)
+    # MEMORY USAGE SAMPLES; None keeps the server default (5), as redis-cli --memkeys does.
+    memory_samples: int | None = Field(default=None, ge=0)
+    top_keys: int = Field(default=10, ge=1)
+    # "What would k times the keys of this prefix cost": k.
+    projection_factor: float = Field(default=2.0, gt=0)
+    # Element counts on a read-only server without CLIENT NO-TOUCH (before Redis 7.2): the
+    # length commands would reset every key's LRU idle clock (or bump its LFU counter), which
+    # changes what the server evicts next. Off: they are skipped there (elements NULL, the
+    # report says why). On: they are sent, and the report counts the keys touched. Scratch
+    # environments (the tool may write there) always get them.
+    allow_touch: bool = False
+
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    # One row per key-space scan: its budget, how it ended, the server around it.
+    "keyspace_scans": pa.schema(
+        [
+            ("started_at", UTC_TS),
+            ("wall_s", pa.float64()),
+            ("paused_s", pa.float64()),  # slept to stay within the busy share
+            ("stop_reason", pa.string()),  # complete | key_cap | time_cap
+            ("max_keys", pa.int64()),
+            ("busy_share_cap", pa.float64()),  # the budget: a share of the server's CPU
+            ("max_wall_s", pa.float64()),
+            ("scan_count", pa.int64()),
+            ("memory_samples", pa.int64()),  # null: the server's default (5)
+            ("separators", pa.string()),
+            ("depth", pa.int32()),
+            ("top_keys", pa.int32()),
+            ("projection_factor", pa.float64()),
+            ("db", pa.int32()),
+            ("dbsize_before", pa.int64()),
+            ("dbsize_after", pa.int64()),
+            ("keys_other_dbs", pa.int64()),  # used_memory covers every database
+            ("used_memory_before_bytes", pa.int64()),
+            ("used_memory_after_bytes", pa.int64()),
+            ("server_cpu_before_s", pa.float64()),  # INFO cpu, all clients
+            ("server_cpu_after_s", pa.float64()),
+            ("rounds", pa.int64()),
+            ("scan_calls", pa.int64()),
+            ("duplicates", pa.int64()),
+            ("vanished", pa.int64()),
+            # Length commands answered WRONGTYPE: before the type-first scan, wrong guesses;
+            # since, a key that changed type between TYPE and its length command.
+            ("guesses_wrong", pa.int64()),
+            ("errors", pa.int64()),
+            ("first_error", pa.string()),
+            # Added with the footprint-free scan; null in older files.
+            ("allow_touch", pa.bool_()),  # length commands allowed without NO-TOUCH
+            ("server_version", pa.string()),  # redis_version, as INFO says
+            # no-touch (CLIENT NO-TOUCH ON) | skipped (no length command: elements
+            # null) | touched (length commands reset keys_touched clocks)
+            ("touch_mode", pa.string()),
+            ("touch_note", pa.string()),  # why CLIENT NO-TOUCH was not used
+            ("keys_touched", pa.int64()),  # keys whose LRU/LFU clock the scan moved
+            ("keyspace_lookups", pa.int64()),  # commands counted in keyspace_hits/misses
+            ("commands", pa.int64()),  # commands the scan's rounds sent
+            # INFO used_cpu_sys + used_cpu_user (all clients) as the scan started/ended,
+            # and the rate before it (taken as other clients', subtracted).
+            ("scan_cpu_start_s", pa.float64()),
+            ("scan_cpu_end_s", pa.float64()),
+            ("baseline_cpu_share", pa.float64()),
+            ("baseline_window_s", pa.float64()),
+            ("process_cpu_s", pa.float64()),  # /proc, prober on the server's host only
+            # Highest CPU share the scan took over one pacing window (>= 0.1 s), that
+            # window's length, and the longest run of windows over the budget.
+            ("cpu_peak_share", pa.float64()),
+            ("cpu_peak_window_s", pa.float64()),
+            ("over_budget_longest_s", pa.float64()),
+            # Added with typed SCAN pages; null in older files (every key's OBJECT ENCODING
+            # was read then). scan | scan+type | encoding: where each key's type came from.
+            ("type_source", pa.string()),
+            ("typed_scan_calls", pa.int64()),  # SCAN ... TYPE t commands sent
+            ("type_fallback_pages", pa.int64()),  # typed SCANs disagreed: TYPE asked
+            # After the first 4096 keys, one key's OBJECT ENCODING in this many (1: every
+            # key's), plus the top keys'; and how many keys' encodings were read.
+            ("encoding_every", pa.int64()),
+            ("encodings_read", pa.int64()),
+        ]
+    ),
+    # Every key the scan sampled (what --bigkeys and --memkeys print, per key).
+    "keyspace_keys": pa.schema(
+        [
+            ("key", pa.string()),  # non-UTF-8 bytes as backslash escapes
+            ("prefix", pa.string()),  # `user:*`, or `(no prefix)`
+            ("type", pa.string()),
+            ("encoding", pa.string()),
+            ("elements", pa.int64()),  # items; bytes for strings (STRLEN)
+            ("memory_usage_bytes", pa.int64()),
+        ]
+    ),
+    # INFO commandstats of the scan's own commands, before and after it.
+    "keyspace_commandstats": pa.schema(
+        [
+            ("phase", pa.string()),  # before | after
+            ("command", pa.string()),
+            ("calls", pa.int64()),
+            ("usec", pa.int64()),
+            ("failed_calls", pa.int64()),
+        ]
+    ),
+}
+
 
 ROLE = "keyspace"
 
@@ -51,7 +173,7 @@ def _texts(values: pa.Array) -> pa.Array:
 
 def prefixes(keys: pa.Array, separators: str, depth: int) -> pa.Array:
     """Each key's prefix as shown (`user:*`, or "(no prefix)"): its first `depth` segments
-    ending in one of `separators`, as yardstick.prefixes.PrefixRule reads them, vectorized."""
+    ending in one of `separators`, as access/prefixes.PrefixRule reads them, vectorized."""
     klass = "".join(f"\\x{b:02x}" for b in separators.encode())
     pattern = f"^(?P<prefix>(?:[^{klass}]*[{klass}]){{1,{depth}}})"
     found = pc.struct_field(pc.extract_regex(keys, pattern), [0])  # null: no separator
@@ -165,9 +287,25 @@ def keyspace(env: Environment, profile: KeyspaceProfile) -> Measured:
     ]
     return Measured(
         tables={
-            "keyspace_scans": to_table("keyspace_scans", [row]),
+            "keyspace_scans": FAMILY.table("keyspace_scans", [row]),
             "keyspace_keys": keys_table(result, profile.separators, profile.depth),
-            "keyspace_commandstats": to_table("keyspace_commandstats", stats),
+            "keyspace_commandstats": FAMILY.table("keyspace_commandstats", stats),
         },
         window_s=result.wall_s,
     )
+
+
+FAMILY = Family(
+    name="keyspace",
+    # Read commands only, every environment, under a server-time budget.
+    phase="memory",
+    task=keyspace,
+    arguments=lambda env, profile, ctx: (env, profile.keyspace),
+    tables=TABLES,
+    settings=KeyspaceProfile,
+    presets={
+        "quick": KeyspaceProfile(max_keys=10_000, busy_share=0.10, max_wall_s=5.0),
+        "nightly": KeyspaceProfile(max_keys=200_000, busy_share=0.05, max_wall_s=300.0),
+    },
+    detail_tables=("keyspace_keys",),
+)

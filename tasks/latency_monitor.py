@@ -7,16 +7,48 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pyarrow as pa
 import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.schemas import to_table
-from yardstick.slowlog_parse import parse_latency_history, parse_latency_latest, text
-from yardstick.tasks.base import Measured, utc_now
+from yardstick.access.connect import open_client
+from yardstick.access.environment import Environment
+from yardstick.access.slowlog_parse import parse_latency_history, parse_latency_latest, text
+from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
 from yardstick.tasks.slowlog import config_value, server_identity
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    "latency_collections": pa.schema(
+        [
+            ("server_run_id", pa.string()),
+            ("collected_at", UTC_TS),
+            ("threshold_ms", pa.int64()),  # 0: the monitor is off
+            ("events", pa.int32()),
+            ("doctor_text", pa.string()),  # LATENCY DOCTOR, kept as text
+            ("error", pa.string()),
+        ]
+    ),
+    "latency_latest": pa.schema(
+        [
+            ("server_run_id", pa.string()),
+            ("event", pa.string()),
+            ("latest_at", UTC_TS),
+            ("latest_ms", pa.int64()),
+            ("max_ms", pa.int64()),  # all-time worst since the server started or reset
+        ]
+    ),
+    # One sample per event per second (the worst of that second), up to 160 per event.
+    "latency_history": pa.schema(
+        [
+            ("server_run_id", pa.string()),
+            ("event", pa.string()),
+            ("sampled_at", UTC_TS),
+            ("latency_ms", pa.int64()),
+        ]
+    ),
+}
 
 
 def _at(unix_s: int) -> datetime:
@@ -75,8 +107,18 @@ def collect_latency(env: Environment) -> Measured:
     }
     return Measured(
         tables={
-            "latency_collections": to_table("latency_collections", [collection]),
-            "latency_latest": to_table("latency_latest", latest_rows),
-            "latency_history": to_table("latency_history", history_rows),
+            "latency_collections": FAMILY.table("latency_collections", [collection]),
+            "latency_latest": FAMILY.table("latency_latest", latest_rows),
+            "latency_history": FAMILY.table("latency_history", history_rows),
         }
     )
+
+
+FAMILY = Family(
+    name="latency_monitor",
+    phase="collection",
+    task=collect_latency,
+    arguments=lambda env, profile, ctx: (env,),
+    tables=TABLES,
+    collected=True,
+)

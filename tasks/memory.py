@@ -12,18 +12,145 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Iterator
+from typing import Literal
 
+import pyarrow as pa
 import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from yardstick import interrupt
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.info import parse_info
-from yardstick.profiles import MemoryProfile, MemoryShape
-from yardstick.schemas import to_table
-from yardstick.tasks.base import Measured, utc_now
+from yardstick.access.connect import open_client
+from yardstick.access.environment import Environment, Mode
+from yardstick.access.info import parse_info
+from yardstick.errors import ConfigError
+from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
+
+
+class MemoryShape(BaseModel):
+    """One key shape loaded for bytes per key by difference."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Names the figures' subject and the keys (`<key_prefix><name>:<key_format>`).
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    type: Literal["string", "hash", "list"]
+    # Not `keys`: a model with a `keys` attribute looks like a mapping to Prefect.
+    key_count: int = Field(gt=0)
+    key_format: str = "key:%06d"
+    # string: the value; hash: each field's value; list: each element (the shortest one
+    # when max_value_bytes is set).
+    value_bytes: int = Field(default=100, ge=1)
+    # Element sizes vary uniformly up to this (seeded, so every repetition loads the same).
+    max_value_bytes: int | None = None
+    # hash: fields per key; list: elements per key; string: 1.
+    elements: int = Field(default=1, gt=0)
+
+
+def _default_shapes(string_keys: int, aggregates: int, elements: int) -> list[MemoryShape]:
+    """The seed's string keys, a hash of N equal fields, a list of varied elements."""
+    return [
+        MemoryShape(name="string", type="string", key_count=string_keys, key_format="key:%06d"),
+        MemoryShape(
+            name="hash",
+            type="hash",
+            key_count=aggregates,
+            key_format="hash:%04d",
+            value_bytes=100,
+            elements=elements,
+        ),
+        MemoryShape(
+            name="list",
+            type="list",
+            key_count=aggregates,
+            key_format="list:%04d",
+            value_bytes=10,
+            max_value_bytes=300,
+            elements=elements,
+        ),
+    ]
+
+
+class MemoryProfile(BaseModel):
+    """Bytes per key by used_memory difference: load, read, remove, read; repeated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    shapes: list[MemoryShape] = _default_shapes(100_000, 100, 1_000)
+    # One sample is not a measurement.
+    repetitions: int = Field(default=3, ge=3)
+    # Keys per shape and repetition read with MEMORY USAGE (default samples and SAMPLES 0).
+    usage_sample_keys: int = Field(default=100, ge=1)
+    # Commands per pipelined batch while loading and removing.
+    pipeline: int = Field(default=1000, ge=1)
+    # The classic estimate: keys x (key + value + formula_overhead_bytes).
+    formula_overhead_bytes: int = 50
+    # Every key the measurement writes starts with this; only such keys are ever removed.
+    key_prefix: str = Field(default="yardstick:mem:", min_length=1)
+    # Environment modes the load/remove part may run on: scratch, or nothing at all.
+    run_on: list[Mode] = ["scratch"]
+
+    @field_validator("run_on")
+    @classmethod
+    def _never_read_only(cls, run_on: list[Mode]) -> list[Mode]:
+        # Raised as ConfigError (not ValueError) so it surfaces as this one line.
+        if "read-only" in run_on:
+            raise ConfigError(
+                "profile memory.run_on: 'read-only' is not allowed: bytes per key by difference "
+                "writes and removes keys, and a read-only environment never receives a write"
+            )
+        return run_on
+
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    # One row per shape and repetition: what was loaded, so payload and the classic
+    # formula can be computed beside the difference.
+    "memory_loads": pa.schema(
+        [
+            ("shape", pa.string()),
+            ("repetition", pa.int32()),
+            ("type", pa.string()),  # string | hash | list
+            ("db", pa.int32()),
+            ("keys", pa.int64()),
+            ("elements_per_key", pa.int64()),
+            ("key_bytes", pa.int64()),  # sum of key name lengths
+            ("value_bytes", pa.int64()),  # sum of values (and hash field names)
+            ("formula_overhead_bytes", pa.int64()),  # the 50 of keys x (key + value + 50)
+            ("load_s", pa.float64()),
+            ("started_at", UTC_TS),
+        ]
+    ),
+    # INFO memory and DBSIZE before the load, after it, and after the removal.
+    "memory_readings": pa.schema(
+        [
+            ("shape", pa.string()),
+            ("repetition", pa.int32()),
+            ("phase", pa.string()),  # before | after | removed
+            ("taken_at", UTC_TS),
+            ("used_memory_bytes", pa.int64()),
+            ("used_memory_rss_bytes", pa.int64()),
+            ("mem_fragmentation_ratio", pa.float64()),
+            ("mem_clients_normal_bytes", pa.int64()),  # client buffers, for noise checks
+            ("dbsize", pa.int64()),
+        ]
+    ),
+    # MEMORY USAGE of sampled loaded keys: default samples, and SAMPLES 0 (every element).
+    "memory_usage_samples": pa.schema(
+        [
+            ("shape", pa.string()),
+            ("repetition", pa.int32()),
+            ("key", pa.string()),
+            ("encoding", pa.string()),
+            ("elements", pa.int64()),
+            ("payload_bytes", pa.int64()),  # key + value bytes of this key
+            ("memory_usage_bytes", pa.int64()),
+            ("memory_usage_all_bytes", pa.int64()),  # SAMPLES 0
+        ]
+    ),
+}
+
 
 ROLE = "memory"
 # Keys under this prefix were written by the tool (this family or another one): they do not
@@ -347,9 +474,25 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
         client.close()
     return Measured(
         tables={
-            "memory_loads": to_table("memory_loads", loads),
-            "memory_readings": to_table("memory_readings", readings),
-            "memory_usage_samples": to_table("memory_usage_samples", samples),
+            "memory_loads": FAMILY.table("memory_loads", loads),
+            "memory_readings": FAMILY.table("memory_readings", readings),
+            "memory_usage_samples": FAMILY.table("memory_usage_samples", samples),
         },
         window_s=window_s,
     )
+
+
+FAMILY = Family(
+    name="memory",
+    # What a key costs: writes, so scratch only; after the load generators.
+    phase="memory",
+    task=memory_by_difference,
+    arguments=lambda env, profile, ctx: (env, profile.memory),
+    tables=TABLES,
+    settings=MemoryProfile,
+    presets={
+        "quick": MemoryProfile(shapes=_default_shapes(20_000, 20, 500)),
+        "nightly": MemoryProfile(shapes=_default_shapes(100_000, 100, 1_000)),
+    },
+    scratch_only=True,
+)

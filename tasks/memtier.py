@@ -9,23 +9,73 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict, Field
 
-from yardstick.benchdb import empty_database, remove_all
-from yardstick.config import Environment
-from yardstick.hostload import busy_share, cpu_times
-from yardstick.profiles import MemtierProfile
-from yardstick.schemas import to_table
-from yardstick.tasks.base import Measured, Skipped, utc_now
-from yardstick.tool_auth import (
+from yardstick.access.benchdb import empty_database, remove_all
+from yardstick.access.environment import Environment
+from yardstick.host.hostload import busy_share, cpu_times
+from yardstick.host.tool_auth import (
     ToolAuthUnavailable,
     ToolCredentials,
     leftovers_note,
     tool_credentials,
 )
-from yardstick.tool_tls import tls_args
-from yardstick.tools import Tool, find_tool, run_tool
+from yardstick.host.tool_tls import tls_args
+from yardstick.host.tools import Tool, find_tool, run_tool
+from yardstick.tasks.base import UTC_TS, Family, Measured, Skipped, utc_now
+
+
+class MemtierProfile(BaseModel):
+    """A mixed memtier_benchmark workload, when memtier_benchmark is installed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ratio: str = "1:10"  # SET:GET
+    test_time_s: int = 2
+    # Runs of the whole workload, each on an emptied database: the figures are their median,
+    # and their spread marks a figure noisy (one run cannot: its p99 moved 2x between two
+    # runs minutes apart).
+    repetitions: int = Field(default=3, ge=1)
+    threads: int = 2
+    clients_per_thread: int = 10
+    data_size_bytes: int = 32
+    key_maximum: int = 10_000
+    db: int = 15
+
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    # memtier_benchmark --json-out-file: one row per op type (sets, gets, totals).
+    "memtier": pa.schema(
+        [
+            ("op_type", pa.string()),
+            ("count", pa.float64()),
+            ("ops_sec", pa.float64()),
+            ("hits_sec", pa.float64()),
+            ("misses_sec", pa.float64()),
+            ("avg_ms", pa.float64()),
+            ("min_ms", pa.float64()),
+            ("max_ms", pa.float64()),
+            ("p50_ms", pa.float64()),
+            ("p99_ms", pa.float64()),
+            ("p999_ms", pa.float64()),
+            ("kb_sec", pa.float64()),
+            ("duration_ms", pa.float64()),
+            ("ratio", pa.string()),
+            ("threads", pa.int32()),
+            ("clients_per_thread", pa.int32()),
+            ("data_size_bytes", pa.int32()),
+            ("started_at", UTC_TS),
+            ("elapsed_s", pa.float64()),
+            ("host_busy_share", pa.float64()),
+            ("tool_version", pa.string()),
+        ]
+    ),
+}
+
 
 # memtier prints percentiles with two decimals, so 99.99 and 99.999 share the key "p99.99":
 # ask only for percentiles whose keys stay distinct.
@@ -90,7 +140,7 @@ def memtier_args(
     credentials: ToolCredentials | None = None,
 ) -> list[str]:
     """The command line. It never holds the environment's password: only a per-run ACL
-    user's (yardstick.tool_auth; memtier takes `--authenticate=USER:PASSWORD` on Redis 6+),
+    user's (yardstick.host.tool_auth; memtier takes `--authenticate=USER:PASSWORD` on Redis 6+),
     deleted after the run."""
     args = [
         tool.path,
@@ -163,7 +213,24 @@ def memtier(env: Environment, profile: MemtierProfile) -> Measured:
             rows += [{**common, **row} for row in parsed]
     note = leftovers_note(credentials)
     return Measured(
-        tables={"memtier": to_table("memtier", rows)},
+        tables={"memtier": FAMILY.table("memtier", rows)},
         window_s=window_s,
         notes=notes + ([note] if note else []),
     )
+
+
+FAMILY = Family(
+    name="memtier",
+    phase="load",
+    task=memtier,
+    arguments=lambda env, profile, ctx: (env, profile.memtier),
+    tables=TABLES,
+    settings=MemtierProfile,
+    presets={
+        # Three 1-second runs: noise is known at about the old single 2-second run's cost.
+        "quick": MemtierProfile(test_time_s=1, repetitions=3),
+        "nightly": MemtierProfile(test_time_s=10, repetitions=3),
+    },
+    scratch_only=True,
+    tool="memtier_benchmark",
+)

@@ -6,87 +6,82 @@ windows are pooled (no averages of averages)."""
 
 from __future__ import annotations
 
-import math
-import socket
 import time
 from array import array
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 
+import pyarrow as pa
 import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict
 
-from yardstick import interrupt
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.guard import check_read_only
-from yardstick.hostload import busy_share, cpu_times
-from yardstick.info import parse_commandstats, parse_latencystats
-from yardstick.profiles import RoundTripProfile
-from yardstick.schemas import to_table
-from yardstick.tasks.base import Measured, utc_now
-
-# Pre-encoded request: encoding PING per sample would be measured as latency.
-PING_REQUEST = b"*1\r\n$4\r\nPING\r\n"
-PONG_REPLY = b"+PONG\r\n"
-# Bucket edges grow by 2 %: any percentile read from the histogram is within 2 %.
-BUCKET_GROWTH = 1.02
-_LOG_GROWTH = math.log(BUCKET_GROWTH)
-MIN_RTT_US = 0.01
+from yardstick.access.connect import open_client
+from yardstick.access.environment import Environment
+from yardstick.access.guard import check_read_only
+from yardstick.access.info import parse_commandstats, parse_latencystats
+from yardstick.access.probe import bucket_bounds, bucket_of, probe_socket, probe_window
+from yardstick.host.hostload import busy_share, cpu_times
+from yardstick.tasks.base import COMMANDSTATS_COUNTERS, UTC_TS, Family, Measured, utc_now
 
 
-class ProbeError(Exception):
-    """The server answered a PING with something other than PONG."""
+class RoundTripProfile(BaseModel):
+    """PING probe windows, like `redis-cli --latency-history -i window_s`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    windows: int = 3
+    window_s: float = 1.0
+    # Pause between PINGs: the probe is load too; 1 ms keeps it under ~1000 PING/s.
+    interval_ms: float = 1.0
 
 
-def bucket_of(rtt_us: float) -> int:
-    """Histogram bucket index of one RTT."""
-    return math.floor(math.log(max(rtt_us, MIN_RTT_US)) / _LOG_GROWTH)
-
-
-def bucket_bounds(bucket: int) -> tuple[float, float]:
-    """Lower and upper edge (µs) of a bucket."""
-    return BUCKET_GROWTH**bucket, BUCKET_GROWTH ** (bucket + 1)
-
-
-def probe_window(sock, window_s: float, interval_s: float) -> array:
-    """Send PING and time each reply until `window_s` has passed; RTTs in µs."""
-    interrupt.check()  # once a window: a stop request waits at most one window
-    rtts_us = array("d")
-    deadline_ns = time.perf_counter_ns() + int(window_s * 1e9)
-    while True:
-        start_ns = time.perf_counter_ns()
-        sock.sendall(PING_REQUEST)
-        reply = sock.recv(64)
-        while not reply.endswith(b"\r\n"):
-            chunk = sock.recv(64)
-            if not chunk:
-                raise ProbeError("connection closed during PING")
-            reply += chunk
-        end_ns = time.perf_counter_ns()
-        if reply != PONG_REPLY:
-            raise ProbeError(f"PING answered {reply[:60]!r}")
-        rtts_us.append((end_ns - start_ns) / 1000)
-        if end_ns >= deadline_ns:
-            return rtts_us
-        if interval_s > 0:
-            time.sleep(interval_s)
-
-
-@contextmanager
-def probe_socket(client: redis.Redis) -> Iterator[socket.socket]:
-    """A dedicated connection from the client's pool, as a raw socket for the lean probe.
-
-    redis-py does AUTH, TLS, SELECT and CLIENT SETNAME on connect; the probe then writes its
-    pre-encoded PINGs on the socket directly."""
-    conn = client.connection_pool.get_connection()
-    try:
-        conn.connect()
-        yield conn._sock  # noqa: SLF001 - the lean probe needs the raw socket
-    finally:
-        client.connection_pool.release(conn)
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    # PING probe windows: exact per-window aggregates of every sample.
+    "ping_windows": pa.schema(
+        [
+            ("window_idx", pa.int32()),
+            ("started_at", UTC_TS),
+            ("window_s", pa.float64()),
+            ("interval_ms", pa.float64()),
+            ("samples", pa.int64()),
+            ("rtt_min_us", pa.float64()),
+            ("rtt_max_us", pa.float64()),
+            ("rtt_mean_us", pa.float64()),
+            ("host_busy_share", pa.float64()),  # prober machine's CPU busy share
+        ]
+    ),
+    # Log-bucketed histogram of every PING RTT in a window; percentiles come from here.
+    "ping_histogram": pa.schema(
+        [
+            ("window_idx", pa.int32()),
+            ("bucket", pa.int32()),
+            ("low_us", pa.float64()),
+            ("high_us", pa.float64()),
+            ("count", pa.int64()),
+        ]
+    ),
+    # INFO latencystats after each window (7.0+): cumulative since the server's stats began.
+    "latencystats": pa.schema(
+        [
+            ("window_idx", pa.int32()),
+            ("taken_at", UTC_TS),
+            ("command", pa.string()),
+            ("percentile", pa.float64()),
+            ("latency_us", pa.float64()),
+        ]
+    ),
+    # INFO commandstats counters taken just before and just after each window.
+    "commandstats": pa.schema(
+        [
+            ("window_idx", pa.int32()),
+            ("phase", pa.string()),  # before | after
+            ("taken_at", UTC_TS),
+            *COMMANDSTATS_COUNTERS,
+        ]
+    ),
+}
 
 
 def histogram_rows(window_idx: int, rtts_us: array) -> list[dict]:
@@ -180,10 +175,25 @@ def round_trip(env: Environment, profile: RoundTripProfile) -> Measured:
         client.close()
     return Measured(
         tables={
-            "ping_windows": to_table("ping_windows", windows),
-            "ping_histogram": to_table("ping_histogram", histogram),
-            "commandstats": to_table("commandstats", counters),
-            "latencystats": to_table("latencystats", percentiles),
+            "ping_windows": FAMILY.table("ping_windows", windows),
+            "ping_histogram": FAMILY.table("ping_histogram", histogram),
+            "commandstats": FAMILY.table("commandstats", counters),
+            "latencystats": FAMILY.table("latencystats", percentiles),
         },
         window_s=window_s_total,
     )
+
+
+FAMILY = Family(
+    name="round_trip",
+    phase="round_trip",
+    task=round_trip,
+    arguments=lambda env, profile, ctx: (env, profile.round_trip),
+    tables=TABLES,
+    settings=RoundTripProfile,
+    presets={
+        "quick": RoundTripProfile(windows=3, window_s=1.0, interval_ms=1.0),
+        "nightly": RoundTripProfile(windows=5, window_s=5.0, interval_ms=1.0),
+    },
+    detail_tables=("ping_histogram",),
+)

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import time
 
+import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict
 from redis.client import NEVER_DECODE
 
 from yardstick import interrupt
-from yardstick.config import Environment
-from yardstick.connect import client_name, open_client
-from yardstick.info import parse_commandstats
-from yardstick.profiles import SlowCommandsProfile
-from yardstick.schemas import to_table
-from yardstick.scratch import (
+from yardstick.access.connect import client_name, open_client
+from yardstick.access.environment import Environment
+from yardstick.access.info import parse_commandstats
+from yardstick.access.scratch import (
     build_hash,
     build_list,
     build_strings,
@@ -28,8 +28,53 @@ from yardstick.scratch import (
     fixture_keys,
     require_scratch,
 )
-from yardstick.tasks.base import Measured, utc_now
-from yardstick.tasks.slowlog import find_own_entry, server_identity, slowlog_span
+from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
+from yardstick.tasks.slowlog import SPAN_SCHEMA, find_own_entry, server_identity, slowlog_span
+
+
+class SlowCommandsProfile(BaseModel):
+    """O(N) commands on fixture data (scratch only); the seed's sizes are the nightly ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    list_len: int = 20_000
+    hash_fields: int = 5_000
+    string_keys: int = 10_000
+    repetitions: int = 3
+    # GETs whose commandstats difference gives the per-GET baseline of the same run.
+    get_calls: int = 200
+
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    "slow_commands_span": SPAN_SCHEMA,
+    # O(N) commands: one row per command per repetition, duration from its SLOWLOG entry.
+    "slow_commands": pa.schema(
+        [
+            ("command", pa.string()),  # lrange_all | hgetall | keys_pattern | sort_alpha_limit
+            ("args", pa.string()),
+            ("rep_idx", pa.int32()),
+            ("n_elements", pa.int64()),  # N: list length, hash fields, keys in the database
+            ("returned", pa.int64()),  # M: elements in the reply
+            ("entry_id", pa.int64()),  # null when no matching entry was found
+            ("duration_us", pa.int64()),
+            ("client_us", pa.float64()),  # timed from outside, reply transfer included
+            ("logged_at", UTC_TS),
+        ]
+    ),
+    # GET counters before and after `calls_sent` GETs: the per-GET baseline of the run.
+    "slow_commands_baseline": pa.schema(
+        [
+            ("phase", pa.string()),  # before | after
+            ("command", pa.string()),
+            ("taken_at", UTC_TS),
+            ("calls_sent", pa.int64()),
+            ("calls", pa.int64()),
+            ("usec", pa.int64()),
+        ]
+    ),
+}
+
 
 ROLE = "slow-commands"
 
@@ -125,9 +170,29 @@ def slow_commands(env: Environment, profile: SlowCommandsProfile) -> Measured:
         client.close()
     return Measured(
         tables={
-            "slow_commands": to_table("slow_commands", rows),
-            "slow_commands_baseline": to_table("slow_commands_baseline", baseline),
-            "slow_commands_span": to_table("slow_commands_span", [span.row()]),
+            "slow_commands": FAMILY.table("slow_commands", rows),
+            "slow_commands_baseline": FAMILY.table("slow_commands_baseline", baseline),
+            "slow_commands_span": FAMILY.table("slow_commands_span", [span.row()]),
         },
         window_s=window_s,
     )
+
+
+FAMILY = Family(
+    name="slow_commands",
+    phase="experiments",
+    task=slow_commands,
+    arguments=lambda env, profile, ctx: (env, profile.slow_commands),
+    tables=TABLES,
+    settings=SlowCommandsProfile,
+    presets={
+        "nightly": SlowCommandsProfile(
+            list_len=200_000,
+            hash_fields=50_000,
+            string_keys=100_000,
+            repetitions=7,
+            get_calls=1000,
+        )
+    },
+    scratch_only=True,
+)

@@ -2,7 +2,7 @@
 
 Deduplication across collections, lost entries and the tool's own share are derived in SQL
 (sql/03*); this task lands what the server said, with arguments redacted unless asked: by the
-server's own description of the commands logged (yardstick.command_meta), read once per
+server's own description of the commands logged (yardstick.access.command_meta), read once per
 collection for the command names present."""
 
 from __future__ import annotations
@@ -14,20 +14,91 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import pyarrow as pa
 import redis
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict
 from redis.client import NEVER_DECODE
 
 from yardstick import CLIENT_NAME_PREFIX
-from yardstick.command_meta import CommandTable, fetch_command_table
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.info import parse_commandstats, parse_info
-from yardstick.profiles import SlowlogProfile
-from yardstick.schemas import to_table
-from yardstick.slowlog_parse import SlowlogEntry, parse_slowlog, redact
-from yardstick.tasks.base import Measured, utc_now
+from yardstick.access.command_meta import CommandTable, fetch_command_table
+from yardstick.access.connect import open_client
+from yardstick.access.environment import Environment
+from yardstick.access.info import parse_commandstats, parse_info
+from yardstick.access.slowlog_parse import SlowlogEntry, parse_slowlog, redact
+from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
+
+
+class SlowlogProfile(BaseModel):
+    """SLOWLOG collection (every environment)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Arguments are redacted (command and key kept, values replaced by their length)
+    # unless this is set: application values can be personal data.
+    keep_args: bool = False
+
+
+# SLOWLOG ids and time each scratch experiment occupied (not application entries): every
+# experiment family lands one as `<family>_span`, as a run lands one file per table.
+SPAN_SCHEMA = pa.schema(
+    [
+        ("family", pa.string()),
+        ("server_run_id", pa.string()),
+        ("started_at", UTC_TS),
+        ("finished_at", UTC_TS),
+        ("first_entry_id", pa.int64()),
+        ("last_entry_id", pa.int64()),
+    ]
+)
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    # One row per SLOWLOG collection: what decides which entries get in and how long
+    # they stay; ids, dedup and losses are derived in sql/030.
+    "slowlog_collections": pa.schema(
+        [
+            ("server_run_id", pa.string()),  # ids restart with the server process
+            ("redis_version", pa.string()),
+            ("uptime_s", pa.int64()),
+            ("collected_at", UTC_TS),
+            ("slowlog_len", pa.int64()),
+            ("slowlog_max_len", pa.int64()),  # null where CONFIG is unavailable
+            ("log_slower_than_us", pa.int64()),
+            ("count_requested", pa.int64()),  # -1 on 7.0+, a large count before
+            ("entries_returned", pa.int64()),
+            ("args_redacted", pa.bool_()),
+            ("tool_client_prefix", pa.string()),  # client names that mark the tool
+            ("read_s", pa.float64()),
+            # SLOWLOG RESET calls in INFO commandstats (null before 7.0 or unreadable).
+            ("slowlog_reset_calls", pa.int64()),
+            # An empty log only: the id of its next entry (0), null when a RESET or a
+            # max-len of 0 may have emptied it; the basis says why (tasks/slowlog.py).
+            ("empty_log_next_id", pa.int64()),
+            ("empty_log_basis", pa.string()),
+        ]
+    ),
+    # Every entry each collection read (the same entry recurs; SQL deduplicates).
+    "slowlog_entries": pa.schema(
+        [
+            ("server_run_id", pa.string()),
+            ("entry_id", pa.int64()),
+            ("logged_at", UTC_TS),
+            ("duration_us", pa.int64()),
+            ("command", pa.string()),  # `sort`, `config|get`
+            ("args", pa.list_(pa.string())),  # values replaced by `<N bytes>` if redacted
+            ("args_redacted", pa.bool_()),
+            ("arg_count", pa.int32()),
+            ("arg_count_original", pa.int32()),  # 7th field, Redis 8.10+
+            ("complexity", pa.string()),  # Redis Enterprise's extra field
+            ("client_addr", pa.string()),
+            ("client_name", pa.string()),
+            ("entry_fields", pa.int8()),  # 4, 6 or 7
+        ]
+    ),
+}
+
 
 log = logging.getLogger(__name__)
 
@@ -287,7 +358,18 @@ def collect_slowlog(env: Environment, profile: SlowlogProfile) -> Measured:
     rows = [entry_row(e, identity.run_id, profile.keep_args, commands) for e in entries]
     return Measured(
         tables={
-            "slowlog_collections": to_table("slowlog_collections", [collection]),
-            "slowlog_entries": to_table("slowlog_entries", rows),
+            "slowlog_collections": FAMILY.table("slowlog_collections", [collection]),
+            "slowlog_entries": FAMILY.table("slowlog_entries", rows),
         }
     )
+
+
+FAMILY = Family(
+    name="slowlog",
+    phase="collection",
+    task=collect_slowlog,
+    arguments=lambda env, profile, ctx: (env, profile.slowlog),
+    tables=TABLES,
+    settings=SlowlogProfile,
+    collected=True,
+)

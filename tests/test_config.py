@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import write_config
 
-from yardstick.config import ConfigError, load_config
+from yardstick.settings.config import ConfigError, load_config
 
 GOOD = {"name": "a", "url": "redis://127.0.0.1:6390/0", "mode": "scratch"}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from yardstick.embedded import free_port
+from yardstick.host.embedded import free_port
 
 pytestmark = pytest.mark.e2e
 

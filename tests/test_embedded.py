@@ -13,8 +13,8 @@ from conftest import run_nightly
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from yardstick import embedded
-from yardstick.embedded import RedisProcess, find_redis_servers, newest_redis_server
+from yardstick.host import embedded
+from yardstick.host.embedded import RedisProcess, find_redis_servers, newest_redis_server
 
 # Every test here chooses or starts a server binary.
 pytestmark = pytest.mark.server

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import run_nightly, write_config
 
-from yardstick import lake
-from yardstick.embedded import free_port
+from yardstick.host.embedded import free_port
+from yardstick.storage import lake
 
 pytestmark = pytest.mark.e2e
 

@@ -56,9 +56,9 @@ def test_one_measurement_per_host_whoever_asks(prefect_server, redis_server, tmp
 
     from prefect.client.orchestration import get_client
 
-    from yardstick.config import Environment
-    from yardstick.embedded import free_port
     from yardstick.flows.hostlock import host_slot, lock_name
+    from yardstick.host.embedded import free_port
+    from yardstick.settings.config import Environment
 
     monkeypatch.setenv("YARDSTICK_LOCK_DIR", str(tmp_path / "locks"))
     env = Environment(name="a", url=redis_server.url, mode="read-only")

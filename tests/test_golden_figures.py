@@ -35,7 +35,7 @@ import duckdb
 import lakes
 import pytest
 
-from yardstick import warehouse
+from yardstick.storage import warehouse
 
 EXPECTED = Path(__file__).parent / "samples" / "golden_figures.json"
 REGENERATE = os.environ.get("YARDSTICK_REGENERATE_GOLDEN") == "1"

@@ -10,14 +10,14 @@ import pytest
 import redis
 from conftest import run_nightly, write_config
 
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.guard import (
+from yardstick.access.connect import open_client
+from yardstick.access.guard import (
     ReadOnlyConnection,
     ReadOnlySSLConnection,
     ReadOnlyViolation,
     check_read_only,
 )
+from yardstick.settings.config import Environment
 
 END_MARK = "yardstick-test-end-of-watch"
 
@@ -90,7 +90,7 @@ def _observer(server) -> redis.Redis:
 
 
 def _commandstats(observer: redis.Redis) -> dict[str, dict[str, int]]:
-    """INFO commandstats as {command: counters}, parsed by redis-py (not by yardstick.info)."""
+    """INFO commandstats as {command: counters}, parsed by redis-py (not by access/info.py)."""
     return {
         key.removeprefix("cmdstat_"): value for key, value in observer.info("commandstats").items()
     }

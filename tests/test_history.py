@@ -15,10 +15,10 @@ import pytest
 from lakes import benchmark, cell, fingerprint, new_run, runs_row, steps
 from typer.testing import CliRunner
 
-from yardstick import warehouse
-from yardstick.changepoints import series_change_points
-from yardstick.cli import app
+from yardstick.app.cli import app
+from yardstick.reports.changepoints import series_change_points
 from yardstick.reports.render import render_reports
+from yardstick.storage import warehouse
 
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 QUICK, NIGHTLY = "0a1b2c3d4e5f", "9f8e7d6c5b4a"  # params digests of the two profiles

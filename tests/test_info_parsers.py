@@ -7,9 +7,9 @@ import re
 import pytest
 from conftest import SAMPLES
 
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.info import parse_commandstats, parse_fields, parse_info, parse_latencystats
+from yardstick.access.connect import open_client
+from yardstick.access.info import parse_commandstats, parse_fields, parse_info, parse_latencystats
+from yardstick.settings.config import Environment
 
 VERSIONS = ["7.0.15", "7.4.1"]
 CMDSTAT_LINE = re.compile(

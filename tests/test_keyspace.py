@@ -10,15 +10,16 @@ import duckdb
 import pytest
 import redis
 
-from yardstick import keyscan, lake, warehouse
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.guard import ReadOnlyViolation, check_read_only
-from yardstick.keyscan import ScanBudget, scan_keyspace
-from yardstick.prefixes import NO_PREFIX, display, prefix_rule
-from yardstick.profiles import KeyspaceProfile
+from yardstick.access import keyscan
+from yardstick.access.connect import open_client
+from yardstick.access.guard import ReadOnlyViolation, check_read_only
+from yardstick.access.keyscan import ScanBudget, scan_keyspace
+from yardstick.access.prefixes import NO_PREFIX, display, prefix_rule
 from yardstick.reports.render import render_reports
-from yardstick.schemas import to_table
+from yardstick.settings.config import Environment
+from yardstick.settings.profiles import KeyspaceProfile
+from yardstick.storage import lake, warehouse
+from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import utc_now
 from yardstick.tasks.keyspace import keyspace
 
@@ -126,8 +127,8 @@ def test_grouping_readings_and_top_keys(redis_server, tmp_path):
     assert scan["encodings_read"] == len(keys) and scan["type_fallback_pages"] == 0
     # The same scan reading one key's encoding in 4 from the first (and the top keys').
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(keyscan, "ENCODING_FIRST_KEYS", 0)
-        patch.setattr(keyscan, "ENCODING_EVERY", 4)
+        patch.setattr(keyscan.scan, "ENCODING_FIRST_KEYS", 0)
+        patch.setattr(keyscan.driver, "ENCODING_EVERY", 4)
         sampled = keyspace.fn(env, profile)
     sampled_keys = sampled.tables["keyspace_keys"].to_pylist()
     read = [r for r in sampled_keys if r["encoding"] is not None]
@@ -363,7 +364,7 @@ def test_keys_no_typed_page_can_type_are_typed_by_type(redis_server, monkeypatch
 
     # Keys of a type no typed SCAN asks for (a module's): the plain SCAN is sent beside the
     # typed ones, and the keys in no typed page are typed by TYPE, then read like the others.
-    monkeypatch.setattr(keyscan, "SCAN_TYPES", ("string", "list", "set", "zset", "stream"))
+    monkeypatch.setattr(keyscan.scan, "SCAN_TYPES", ("string", "list", "set", "zset", "stream"))
     monkeypatch.setattr(keyscan._Scan, "wants_plain", lambda self: True)
     replies = 10**9  # no cursor tampering from here
     result = scan_keyspace(

@@ -16,11 +16,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from yardstick import compaction, lake, lakefs, retention, warehouse
-from yardstick.config import Environment
-from yardstick.preflight import NotWritable, check_writable
-from yardstick.profiles import RoundTripProfile
-from yardstick.schemas import to_table
+from yardstick.settings.config import Environment
+from yardstick.settings.profiles import RoundTripProfile
+from yardstick.storage import compaction, lake, lakefs, retention, warehouse
+from yardstick.storage.preflight import NotWritable, check_writable
+from yardstick.storage.schemas import to_table
 from yardstick.tasks.fingerprint import fingerprint
 from yardstick.tasks.roundtrip import round_trip
 
@@ -75,7 +75,7 @@ def _measure(env: Environment, when: datetime) -> tuple[str, dict[str, pa.Table]
 @pytest.fixture(scope="module")
 def measured_runs() -> list[tuple[str, dict[str, pa.Table]]]:
     """Three real runs of one environment, an hour apart, kept in memory."""
-    from yardstick.embedded import RedisProcess
+    from yardstick.host.embedded import RedisProcess
 
     start = datetime.now(UTC) - timedelta(hours=4)
     with RedisProcess() as server:
@@ -125,8 +125,8 @@ KILLED_LANDING = textwrap.dedent(
     import os, signal, sys
     import pyarrow as pa
     import s3fs
-    from yardstick import lake, lakefs
-    from yardstick.schemas import to_table
+    from yardstick.storage import lake, lakefs
+    from yardstick.storage.schemas import to_table
 
     lakefs.CHUNK_BYTES = 64 * 1024  # a multipart upload for this ~1 MB file
     real = s3fs.S3FileSystem._call_s3

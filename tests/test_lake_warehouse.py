@@ -8,15 +8,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import duckdb
+import lakes
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from yardstick import dbt, lake, warehouse
-from yardstick.config import Environment
-from yardstick.embedded import RedisProcess
-from yardstick.profiles import RoundTripProfile
-from yardstick.schemas import SCHEMA_VERSION, TABLES, to_table
+from yardstick.host.embedded import RedisProcess
+from yardstick.settings.config import Environment
+from yardstick.settings.profiles import RoundTripProfile
+from yardstick.storage import dbt, lake, warehouse
+from yardstick.storage.schemas import SCHEMA_VERSION, TABLES, to_table
 from yardstick.tasks.fingerprint import fingerprint
 from yardstick.tasks.roundtrip import round_trip
 
@@ -24,43 +25,21 @@ ENV = "lake-test"
 
 
 def _land_run(lake_dir: Path, env: Environment) -> str:
-    """Measure a real server (fingerprint and a short round trip) and land it as a run."""
-    run_id = lake.new_run_id()
-    started = datetime.now(UTC)
+    """Measure a real server (fingerprint and a short round trip) and land it as a run, its
+    runs and steps rows from the shared lake factory (tests/lakes.py)."""
+    run = lakes.new_run(lake_dir, env.name, datetime.now(UTC))
     measured = [
         fingerprint.fn(env, None),
         round_trip.fn(env, RoundTripProfile(windows=2, window_s=0.2, interval_ms=0.5)),
     ]
     for result in measured:
         for table, data in result.tables.items():
-            lake.write(lake_dir, table, env.name, run_id, data)
-    steps = [
-        {
-            "family": family,
-            "status": "ok",
-            "started_at": started,
-            "finished_at": started,
-            "duration_s": 0.5,
-            "window_s": result.window_s,
-        }
-        for family, result in zip(("fingerprint", "round_trip"), measured, strict=True)
-    ]
-    lake.write(lake_dir, "steps", env.name, run_id, to_table("steps", steps))
-    run = {
-        "profile": "test",
-        "started_at": started,
-        "finished_at": datetime.now(UTC),
-        "duration_s": 1.0,
-        "status": "ok",
-        "mode": env.mode,
-        "transport": "direct",
-        "url": env.url_redacted,
-        "host_group": "localhost",
-        "prober_on_host": True,
-        "tool_version": "test",
-    }
-    lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run]))
-    return run_id
+            lake.write(lake_dir, table, env.name, run.run_id, data)
+    lakes.steps(run, ["fingerprint", "round_trip"], finished_at=run.at, duration_s=0.5)
+    lakes.runs_row(
+        run, profile="test", url=env.url_redacted, host_group="localhost", tool_version="test"
+    )
+    return run.run_id
 
 
 @pytest.fixture(scope="module")

@@ -10,21 +10,21 @@ import pyarrow as pa
 import pytest
 from conftest import SAMPLES
 
-from yardstick import lake, warehouse
-from yardstick.benchdb import ForeignKeys
-from yardstick.config import ConfigError, Environment
-from yardstick.connect import open_client
+from yardstick.access.benchdb import ForeignKeys
+from yardstick.access.connect import open_client
+from yardstick.access.info import parse_latencystats
 from yardstick.flows.plan import FAMILIES, check_families
-from yardstick.forwarder import Forwarder, socat_path
-from yardstick.info import parse_latencystats
-from yardstick.profiles import RoundTripProfile, ThroughputProfile, TransportProfile
-from yardstick.schemas import to_table
+from yardstick.host.forwarder import Forwarder, socat_path
+from yardstick.host.tools import find_tool
+from yardstick.settings.config import ConfigError, Environment
+from yardstick.settings.profiles import RoundTripProfile, ThroughputProfile, TransportProfile
+from yardstick.storage import lake, warehouse
+from yardstick.storage.schemas import to_table
 from yardstick.tasks.intrinsic import parse_intrinsic
 from yardstick.tasks.memtier import DuplicateKey, parse_memtier_json
 from yardstick.tasks.roundtrip import round_trip
 from yardstick.tasks.throughput import parse_benchmark_csv, run_cell, throughput
 from yardstick.tasks.transport import transport
-from yardstick.tools import find_tool
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BENCHMARK = find_tool("redis-benchmark")
@@ -238,8 +238,9 @@ def test_read_only_environment_never_gets_benchmark_load():
 
 def test_missing_tool_is_a_skip_not_a_crash(monkeypatch):
     import yardstick.flows.plan as plan
+    import yardstick.tasks.base as base
 
-    monkeypatch.setattr(plan, "find_tool", lambda name: None)
+    monkeypatch.setattr(base, "find_tool", lambda name: None)
     env = Environment(name="s", url="redis://127.0.0.1:1/0", mode="scratch")
     family = {f.name: f for f in plan.FAMILIES}
     assert family["throughput"].skip_reason(env) == "skipped: redis-benchmark not installed"
@@ -344,7 +345,7 @@ def fake_memtier(tmp_path: Path, monkeypatch) -> None:
     import sys
 
     import yardstick.tasks.memtier as memtier_task
-    from yardstick.tools import Tool
+    from yardstick.host.tools import Tool
 
     samples = [
         str(SAMPLES / f"memtier-2.3.0-redis-{v}.json")
@@ -363,7 +364,7 @@ def fake_memtier(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_memtier_repetitions_give_n_median_and_noise(redis_server, tmp_path, monkeypatch):
-    from yardstick.profiles import PROFILES, MemtierProfile
+    from yardstick.settings.profiles import PROFILES, MemtierProfile
     from yardstick.tasks.memtier import memtier
 
     assert PROFILES["nightly"].memtier.repetitions >= 3

@@ -14,10 +14,10 @@ from unittest import mock
 import pytest
 import redis
 
-from yardstick import benchdb, scratch
-from yardstick.config import Environment
-from yardstick.scratch import FIXTURE_PREFIX, INTENT_KEY, NotScratch, config_changes
-from yardstick.tools import find_tool
+from yardstick.access import benchdb, scratch
+from yardstick.access.scratch import FIXTURE_PREFIX, INTENT_KEY, NotScratch, config_changes
+from yardstick.host.tools import find_tool
+from yardstick.settings.config import Environment
 
 THRESHOLD = "12345"  # distinctive, so that "set back" cannot be confused with "default"
 SETTING = "slowlog-log-slower-than"
@@ -26,9 +26,9 @@ BENCH_DB = 9
 # Each child enters the block, then dies inside it without any cleanup (exit status 9).
 BENCHMARK_CHILD = """
 import os, sys
-from yardstick.benchdb import empty_database
-from yardstick.config import Environment
-from yardstick.tools import find_tool, run_tool
+from yardstick.access.benchdb import empty_database
+from yardstick.settings.config import Environment
+from yardstick.host.tools import find_tool, run_tool
 env, db = Environment(name="s", url=sys.argv[1], mode="scratch"), sys.argv[2]
 tool = find_tool("redis-benchmark")
 with empty_database(env, int(db), "throughput"):
@@ -39,8 +39,8 @@ with empty_database(env, int(db), "throughput"):
 CONFIG_CHILD = """
 import os, sys
 import redis
-from yardstick.config import Environment
-from yardstick.scratch import build_strings, config_changes, fixture_keys
+from yardstick.settings.config import Environment
+from yardstick.access.scratch import build_strings, config_changes, fixture_keys
 env = Environment(name="s", url=sys.argv[1], mode="scratch")
 client = redis.Redis.from_url(sys.argv[1], decode_responses=True, protocol=2)
 with fixture_keys(client, env) as prefix:
@@ -210,7 +210,7 @@ def test_the_intent_is_recorded_before_the_set_and_forgotten_after(server, monke
 
 def test_fixture_keys_says_what_it_removed(server, caplog):
     server.client.set(f"{FIXTURE_PREFIX}left-by-a-crash", 1)
-    with caplog.at_level(logging.WARNING, logger="yardstick.scratch"):
+    with caplog.at_level(logging.WARNING, logger="yardstick.access.scratch"):
         with scratch.fixture_keys(server.client, server.env) as prefix:
             assert prefix == FIXTURE_PREFIX and fixture_count(server.client) == 0
     assert "removed 1 fixture key (yardstick:fixture:*) left by an interrupted run" in caplog.text

@@ -9,11 +9,11 @@ import duckdb
 import pytest
 import redis
 
-from yardstick import lake, warehouse
-from yardstick.config import ConfigError, Environment
 from yardstick.flows.plan import FAMILIES, check_families
-from yardstick.profiles import MemoryProfile, MemoryShape
-from yardstick.schemas import to_table
+from yardstick.settings.config import ConfigError, Environment
+from yardstick.settings.profiles import MemoryProfile, MemoryShape
+from yardstick.storage import lake, warehouse
+from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import utc_now
 from yardstick.tasks.memory import (
     STEADY_TIMEOUT_S,

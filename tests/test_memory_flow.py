@@ -10,10 +10,10 @@ import redis
 from prefect import flow
 from prefect.utilities.annotations import quote
 
-from yardstick import lake
-from yardstick.config import Environment
 from yardstick.flows.nightly import measure_environment, render, update_warehouse
-from yardstick.profiles import PROFILES
+from yardstick.settings.config import Environment
+from yardstick.settings.profiles import PROFILES
+from yardstick.storage import lake
 
 pytestmark = pytest.mark.e2e
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from yardstick.config import ConfigError, Environment
 from yardstick.flows.plan import check_families, host_group_label, host_groups
+from yardstick.settings.config import ConfigError, Environment
 
 
 def _env(name: str, url: str, **extra) -> Environment:
@@ -80,7 +80,7 @@ def test_family_bounds_name_real_families(extra, says):
 
 def test_family_bound_of_the_environment_wins_over_the_profile():
     from yardstick.flows.landing import family_timeout_s
-    from yardstick.profiles import get_profile
+    from yardstick.settings.profiles import get_profile
 
     env = Environment(
         name="a", url="redis://127.0.0.1:1/0", mode="scratch", family_timeouts_s={"throughput": 900}

@@ -27,7 +27,7 @@ from prefect.client.schemas.filters import (
 )
 from prefect.states import Scheduled
 
-from yardstick.flows.collect import COLLECT_FAMILIES, PLAIN_RUNS, collect
+from yardstick.flows.collect import COLLECT_FAMILIES, COLLECT_TABLES, collect
 from yardstick.flows.prune import prune
 
 # The servers here only produce runs: what is tested is Prefect's database.
@@ -103,8 +103,19 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_plain_runs_cover_the_collect_families():
-    assert set(PLAIN_RUNS) == set(COLLECT_FAMILIES)
+def test_the_collection_is_what_the_families_declare():
+    """The read-only collection families, in plan order, and exactly the tables they land."""
+    assert COLLECT_FAMILIES == ["counters", "latency_monitor", "slowlog"]
+    assert set(COLLECT_TABLES) == {
+        "runs",
+        "steps",
+        "commandstats_snapshots",
+        "latency_collections",
+        "latency_latest",
+        "latency_history",
+        "slowlog_collections",
+        "slowlog_entries",
+    }
 
 
 def test_collection_of_two_environments_creates_no_task_run(prefect_server, start_redis, tmp_path):

@@ -9,10 +9,10 @@ import redis
 import yardstick.tasks.agreement as agreement_task
 import yardstick.tasks.contention as contention_task
 import yardstick.tasks.slow_commands as slow_commands_task
-from yardstick.config import Environment
-from yardstick.guard import ReadOnlyViolation
-from yardstick.profiles import AgreementProfile, ContentionProfile, SlowCommandsProfile
-from yardstick.scratch import FIXTURE_PREFIX, NotScratch, config_changes, fixture_keys
+from yardstick.access.guard import ReadOnlyViolation
+from yardstick.access.scratch import FIXTURE_PREFIX, NotScratch, config_changes, fixture_keys
+from yardstick.settings.config import Environment
+from yardstick.settings.profiles import AgreementProfile, ContentionProfile, SlowCommandsProfile
 
 # Distinctive starting values, so that "restored" cannot be confused with "default".
 START = [
@@ -101,7 +101,7 @@ def test_read_only_environment_is_refused_before_anything_is_sent(server):
 
 def test_guard_also_refuses_config_set_on_read_only(server):
     """Belt and braces: even a bypassed check would meet the read-only connection."""
-    from yardstick.connect import open_client
+    from yardstick.access.connect import open_client
 
     env = Environment(name="ro", url=server.url, mode="read-only")
     client = open_client(env, "test")

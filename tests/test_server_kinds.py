@@ -10,11 +10,11 @@ import duckdb
 import pytest
 from conftest import run_nightly, write_config
 
-from yardstick import dbt
-from yardstick.config import Environment
-from yardstick.embedded import RedisBinary, find_servers
+from yardstick.host.embedded import RedisBinary, find_servers
+from yardstick.host.tools import search_tool
+from yardstick.settings.config import Environment
+from yardstick.storage import dbt
 from yardstick.tasks.fingerprint import fingerprint
-from yardstick.tools import search_tool
 
 pytestmark = pytest.mark.e2e
 

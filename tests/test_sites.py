@@ -85,7 +85,7 @@ def _wait_for_workers(client, names: set[str], timeout_s: float = 60) -> None:
 
 def _collections(lake_url: str) -> dict[str, int]:
     """Collection runs landed per environment."""
-    from yardstick import lake, lakefs
+    from yardstick.storage import lake, lakefs
 
     counts: dict[str, int] = {}
     for f in lake.current_files(lake_url, ["runs"]):

@@ -9,18 +9,18 @@ import pytest
 import redis
 from prefect import flow
 
-from yardstick import lake, warehouse
-from yardstick.config import Environment
+from yardstick.access.scratch import FIXTURE_PREFIX
 from yardstick.flows.nightly import measure_environment
 from yardstick.flows.plan import FAMILIES
-from yardstick.profiles import (
+from yardstick.reports.render import render_reports
+from yardstick.settings.config import Environment
+from yardstick.settings.profiles import (
     PROFILES,
     AgreementProfile,
     ContentionProfile,
     SlowCommandsProfile,
 )
-from yardstick.reports.render import render_reports
-from yardstick.scratch import FIXTURE_PREFIX
+from yardstick.storage import lake, warehouse
 
 pytestmark = pytest.mark.e2e
 

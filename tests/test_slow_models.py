@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import duckdb
 import pytest
 
-from yardstick import lake, warehouse
-from yardstick.schemas import to_table
+from yardstick.storage import lake, warehouse
+from yardstick.storage.schemas import to_table
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 

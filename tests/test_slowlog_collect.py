@@ -12,12 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
-from yardstick import lake, warehouse
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.profiles import SlowlogProfile
+from yardstick.access.connect import open_client
 from yardstick.reports.render import render_reports
-from yardstick.schemas import to_table
+from yardstick.settings.config import Environment
+from yardstick.settings.profiles import SlowlogProfile
+from yardstick.storage import lake, warehouse
+from yardstick.storage.schemas import to_table
 from yardstick.tasks.counters import snapshot_counters
 from yardstick.tasks.latency_monitor import collect_latency
 from yardstick.tasks.slowlog import collect_slowlog

@@ -10,13 +10,13 @@ import json
 import pytest
 from conftest import SAMPLES
 
-from yardstick.command_meta import (
+from yardstick.access.command_meta import (
     CommandSpec,
     parse_command_docs,
     parse_command_info,
     with_docs,
 )
-from yardstick.slowlog_parse import (
+from yardstick.access.slowlog_parse import (
     key_positions,
     parse_cli_json,
     parse_cli_noraw,

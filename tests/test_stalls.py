@@ -9,9 +9,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from yardstick import dbt, lake, warehouse
 from yardstick.reports.render import render_reports
-from yardstick.schemas import to_table
+from yardstick.storage import dbt, lake, warehouse
+from yardstick.storage.schemas import to_table
 
 pytestmark = pytest.mark.server_agnostic
 

@@ -12,22 +12,22 @@ from pathlib import Path
 import pytest
 import redis
 
-from yardstick import lake, warehouse
-from yardstick.config import Environment, TlsSettings
-from yardstick.connect import ReadOnlyTlsConnection, TlsConnection, open_client
-from yardstick.embedded import RedisBinary, RedisProcess, free_port
+from yardstick.access.connect import ReadOnlyTlsConnection, TlsConnection, open_client
+from yardstick.access.guard import ReadOnlyViolation
+from yardstick.access.info import parse_commandstats
 from yardstick.flows.landing import one_line
-from yardstick.guard import ReadOnlyViolation
-from yardstick.info import parse_commandstats
-from yardstick.profiles import RoundTripProfile, ThroughputProfile
+from yardstick.host.embedded import RedisBinary, RedisProcess, free_port
+from yardstick.host.tool_tls import tls_args
+from yardstick.host.tools import find_tool
 from yardstick.reports.render import render_reports
-from yardstick.schemas import to_table
+from yardstick.settings.config import Environment, TlsSettings
+from yardstick.settings.profiles import RoundTripProfile, ThroughputProfile
+from yardstick.storage import lake, warehouse
+from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import utc_now
 from yardstick.tasks.fingerprint import fingerprint
 from yardstick.tasks.roundtrip import round_trip
 from yardstick.tasks.throughput import run_cell, throughput
-from yardstick.tool_tls import tls_args
-from yardstick.tools import find_tool
 
 x509 = pytest.importorskip("cryptography.x509", reason="cryptography not installed")
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402

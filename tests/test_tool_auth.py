@@ -13,13 +13,13 @@ import pytest
 import redis
 from conftest import SAMPLES
 
-from yardstick.config import Environment
-from yardstick.profiles import MemtierProfile, ThroughputProfile
+from yardstick.host.tool_auth import USER_PREFIX, ToolCredentials, tool_credentials
+from yardstick.host.tools import Tool, find_tool
+from yardstick.settings.config import Environment
+from yardstick.settings.profiles import MemtierProfile, ThroughputProfile
 from yardstick.tasks.base import Skipped
 from yardstick.tasks.memtier import memtier, memtier_args
 from yardstick.tasks.throughput import benchmark_args, throughput
-from yardstick.tool_auth import USER_PREFIX, ToolCredentials, tool_credentials
-from yardstick.tools import Tool, find_tool
 
 BENCHMARK = find_tool("redis-benchmark")
 needs_benchmark = pytest.mark.skipif(BENCHMARK is None, reason="redis-benchmark not installed")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from yardstick import tools
-from yardstick.tools import find_tool, parse_version, search_tool, tool_facts
+from yardstick.host import tools
+from yardstick.host.tools import find_tool, parse_version, search_tool, tool_facts
 
 # What a Redis 6.0 redis-benchmark answers to --version: no version, the usage text (whose
 # default host reads like a version to a loose pattern), exit status 1.

@@ -14,11 +14,11 @@ import duckdb
 import pytest
 import redis
 
-from yardstick import compaction, dbt, lake, retention, warehouse
-from yardstick.config import Environment
 from yardstick.flows.collect import COLLECT_FAMILIES, collect_profile
 from yardstick.flows.nightly import measure_environment
-from yardstick.profiles import KeyspaceProfile, RoundTripProfile, get_profile
+from yardstick.settings.config import Environment
+from yardstick.settings.profiles import KeyspaceProfile, RoundTripProfile, get_profile
+from yardstick.storage import compaction, dbt, lake, retention, warehouse
 
 # The servers here only produce runs: what is tested is the warehouse's updates.
 pytestmark = pytest.mark.server_agnostic
@@ -61,7 +61,7 @@ def _traffic(url: str, slow: int) -> None:
 def history(prefect_server, tmp_path_factory):
     """Three batches of nights and collections of two environments, landed one batch at a time;
     yields (lake, batches) where batches[i] is the lake after batch i (a copy)."""
-    from yardstick.embedded import RedisProcess
+    from yardstick.host.embedded import RedisProcess
 
     root = tmp_path_factory.mktemp("history")
     lake_dir = root / "lake"
@@ -205,7 +205,7 @@ def test_collections_are_not_figures(rebuilt):
 
 
 def test_retention_drops_detail_and_keeps_the_figures(prefect_server, tmp_path):
-    from yardstick.embedded import RedisProcess
+    from yardstick.host.embedded import RedisProcess
 
     lake_dir, target = tmp_path / "lake", tmp_path / "w.duckdb"
     today = datetime.now(UTC).date()
@@ -280,7 +280,7 @@ def test_a_broken_model_is_one_line_naming_it_and_the_warehouse_survives(
 
 def _land_runs(lake_dir: Path, env: str, first: datetime, count: int) -> list[str]:
     """Land `count` bare collection runs (a runs row each), an hour apart."""
-    from yardstick.schemas import to_table
+    from yardstick.storage.schemas import to_table
 
     run_ids = []
     for i in range(count):

@@ -1,4 +1,18 @@
-"""redis-yardstick: nightly Redis measurements whose figures say whether they transfer."""
+"""redis-yardstick: nightly Redis measurements whose figures say whether they transfer.
+
+Layers, lowest first; a module imports only from its own layer and the ones below it
+(tests/test_layers.py checks every import, function-local ones included):
+
+    base      yardstick/__init__.py, errors.py, interrupt.py (the run-wide stop)
+    access    yardstick/access/   Redis: connect, guard, RESP, the probe, parsing, the scan
+    host      yardstick/host/     this machine: embedded servers, forwarder, C tools, stopping
+    tasks     tasks/              the measurement families, each declaring itself
+    storage   yardstick/storage/  schemas, the lake, compaction, retention, warehouse, dbt
+    settings  yardstick/settings/ the environments file and the profiles
+    reports   reports/            presentation: render, charts, change points
+    flows     flows/              Prefect flows: plan, land, nightly, collect, sites
+    app       yardstick/app/      the CLI and its Prefect runtime
+"""
 
 __version__ = "0.1.0"
 

@@ -108,7 +108,7 @@ def check() -> None:
         raise Interrupted(f"interrupted: {stop_reason() or 'stop requested'}")
     bound = _bound.get()
     if bound is not None and time.monotonic() >= bound.deadline:
-        raise FamilyTimeout(f"{bound.family} stopped at its {bound.timeout_s:.0f} s bound")
+        raise FamilyTimeout(f"{bound.family} stopped at its {bound.timeout_s:g} s bound")
 
 
 def sleep(seconds: float) -> None:

@@ -1,5 +1,5 @@
 /* Figures the lake keeps for runs whose per-run detail (per-key rows, RTT histograms) was
-   dropped by retention (yardstick/retention.py): one row per run, environment, figure,
+   dropped by retention (yardstick/storage/retention.py): one row per run, environment, figure,
    subject and window, as the warehouse had derived them. */
 select
     r.run_id,

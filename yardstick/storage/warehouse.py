@@ -6,7 +6,7 @@ A full rebuild (first build, `full=True`, models or schema changed, an earlier u
 not finish, a run arriving older than what is loaded) builds a new file from every current
 lake file and swaps it in atomically.
 
-The lake may be local or on S3 (yardstick/lakefs.py); the warehouse is always a local file.
+The lake may be local or on S3 (yardstick/storage/lakefs.py); the warehouse is always a local file.
 DuckDB reads an S3 lake's Parquet through s3fs registered on the loading connection
 (`register_filesystem`: no httpfs extension, nothing downloaded, no secret stored in the
 database); the paths it remembers (_yardstick_files) are then s3:// URLs."""
@@ -22,8 +22,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from yardstick import dbt, lake, lakefs
-from yardstick.schemas import SCHEMA_VERSION, TABLES, file_schema
+from yardstick.storage import dbt, lake, lakefs
+from yardstick.storage.schemas import SCHEMA_VERSION, TABLES, file_schema
 
 log = logging.getLogger(__name__)
 

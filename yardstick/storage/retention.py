@@ -19,12 +19,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from yardstick import lake, lakefs, warehouse
-from yardstick.compaction import DETAIL_TABLES, lake_lock
-from yardstick.schemas import SCHEMA_VERSION, file_schema
+from yardstick.storage import lake, lakefs, warehouse
+from yardstick.storage.compaction import lake_lock
+from yardstick.storage.schemas import DETAIL_FAMILIES, DETAIL_TABLES, SCHEMA_VERSION, file_schema
 
-# Families whose figures are derived (partly) from a detail table.
-DETAIL_FAMILIES = {"ping_histogram": "round_trip", "keyspace_keys": "keyspace"}
 RETAINED = "retained_measures"
 DEFAULT_DETAIL_DAYS = 30
 

@@ -12,8 +12,8 @@ import redis
 from redis.connection import SSLConnection
 
 from yardstick import CLIENT_NAME_PREFIX
-from yardstick.config import Environment
-from yardstick.guard import ReadOnlyConnection, ReadOnlySSLConnection
+from yardstick.access.environment import Environment
+from yardstick.access.guard import ReadOnlyConnection, ReadOnlySSLConnection
 
 CONNECT_TIMEOUT_S = 3.0
 COMMAND_TIMEOUT_S = 10.0
@@ -132,7 +132,7 @@ def open_client(
         options["connection_class"] = ReadOnlyConnection
     options.update(tls_options(env))  # TLS: the guard's or redis-py's TLS connection class
     client = redis.Redis.from_url(url, **options)
-    # INFO comes back as text so that one parser (yardstick.info), tested on real
+    # INFO comes back as text so that one parser (yardstick.access.info), tested on real
     # samples, reads every INFO section the same way.
     client.set_response_callback("INFO", lambda response, **_: response)
     return client

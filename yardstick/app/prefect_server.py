@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.error import URLError
 from urllib.request import urlopen
 
-from yardstick.embedded import free_port, stop_process
+from yardstick.host.embedded import free_port, stop_process
 
 START_TIMEOUT_S = 60.0
 ATTEMPTS = 2

@@ -4,13 +4,13 @@
     lake/<table>/env=<env>/period=<YYYY-MM>/compacted-g<NNNNNN>.parquet  compacted (many runs)
 
 A landed file appears complete or not at all (temporary name, then link). Compaction
-(yardstick/compaction.py) merges a period's files into one compacted file whose footer names
+(yardstick/storage/compaction.py) merges a period's files into one compacted file whose footer names
 the runs it holds and the files it replaces; a replaced file is no longer current even while
 it still exists (a compaction that died before deleting it). `current_files` applies that rule;
 lake/_manifest.json (written by compaction) lists the result for readers without the tool.
 Files landed before periods existed (`date=<YYYY-MM-DD>/`) are read as landed files.
 
-`lake_dir` is a local folder or `s3://bucket/prefix` (yardstick/lakefs.py: the storage layer,
+`lake_dir` is a local folder or `s3://bucket/prefix` (storage/lakefs.py: the storage layer,
 credentials from the environment only); paths of an S3 lake are lakefs.ObjectPath."""
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from yardstick import lakefs
-from yardstick.lakefs import LakePath, ObjectPath
-from yardstick.schemas import SCHEMA_VERSION, TABLES, file_schema
+from yardstick.storage import lakefs
+from yardstick.storage.lakefs import LakePath, ObjectPath
+from yardstick.storage.schemas import SCHEMA_VERSION, TABLES, file_schema
 
 COMPACTED_PREFIX = "compacted-g"
 _RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-z]+$")

@@ -2,7 +2,7 @@
 
 Found after the measurements, an unwritable lake would cost a whole run (scratch writes
 included) and leave no report; found first, it costs one line. An S3 lake
-(`s3://bucket/prefix`, yardstick/lakefs.py) is probed by writing and deleting one small
+(`s3://bucket/prefix`, yardstick/storage/lakefs.py) is probed by writing and deleting one small
 object; its line names the lake's URL and a reason, never the endpoint or a credential."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from yardstick import lakefs
-from yardstick.lakefs import ObjectPath
+from yardstick.storage import lakefs
+from yardstick.storage.lakefs import ObjectPath
 
 # Below this much free space a run's lake files, warehouse rebuild and reports may not fit.
 MIN_FREE_BYTES = 64 * 1024 * 1024

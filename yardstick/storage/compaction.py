@@ -9,9 +9,9 @@ deletion that follows happened. So a compaction killed at any instant loses no r
 are deleted only after the commit) and doubles none (readers skip what a committed file
 replaces); the next compaction deletes the leftovers. A file landed while a compaction runs is
 not in its input list and stays current. Per-run detail tables (keyspace_keys, ping_histogram)
-are not merged: retention drops them after a number of days (yardstick/retention.py).
+are not merged: retention drops them after a number of days (yardstick/storage/retention.py).
 
-On an S3 lake (yardstick/lakefs.py) the protocol is the same: the compacted object is one
+On an S3 lake (yardstick/storage/lakefs.py) the protocol is the same: the compacted object is one
 conditional PUT (never overwriting a generation another compaction committed), the listing that
 follows is strongly consistent, deletions are DeleteObject calls; instead of hidden temporary
 files, unfinished multipart uploads (a landing or compaction killed while uploading) are
@@ -31,12 +31,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from yardstick import lake, lakefs
-from yardstick.lakefs import LakePath, ObjectPath
-from yardstick.schemas import file_schema
+from yardstick.storage import lake, lakefs
+from yardstick.storage.lakefs import LakePath, ObjectPath
+from yardstick.storage.schemas import DETAIL_TABLES, file_schema
 
-# Large per-run tables kept as landed (one file per run) until retention drops them.
-DETAIL_TABLES = ("keyspace_keys", "ping_histogram")
 # Temporary files older than this were left by a process that died (landing takes seconds).
 STALE_TMP_S = 3600.0
 MANIFEST = "_manifest.json"

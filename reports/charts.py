@@ -21,17 +21,8 @@ from matplotlib.figure import Figure  # noqa: E402 - after the backend is chosen
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import EngFormatter, FuncFormatter  # noqa: E402
 
-from yardstick.changepoints import series_change_points  # noqa: E402
+from yardstick.reports.changepoints import series_change_points  # noqa: E402
 
-# The ratios a trend chart shows, in this order: they transfer, so a move is the signal.
-TREND_FIGURES = (
-    "client_over_server_ping",
-    "client_time_not_redis_share",
-    "pipeline_speedup",
-    "concurrency_speedup",
-    "transport_rps_ratio",
-    "victim_wait_over_culprit_sort",
-)
 # Figures with one series per subject (benchmark cells): more lines than this are unreadable.
 MAX_SUBJECTS = 4
 MIN_RUNS = 2
@@ -208,33 +199,48 @@ def _save(figure: Figure, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def trend_figures(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The ratios the trend chart shows, top panel first: the figure catalog's `trend_chart`
+    column (sql/seeds/figure_catalog.csv). They transfer, so a move is the signal."""
+    return [
+        r[0]
+        for r in con.execute(
+            "select figure from figure_catalog where trend_chart is not null"
+            " order by trend_chart, figure"
+        ).fetchall()
+    ]
+
+
 def _trend_series(
-    con: duckdb.DuckDBPyConnection, env: str, until: datetime
+    con: duckdb.DuckDBPyConnection, env: str, until: datetime, figures: list[str]
 ) -> list[tuple[str, str, str]]:
-    """(figure, subject, unit) of each key-ratio series of `env` up to `until`."""
+    """(figure, subject, unit) of each series of `figures` in `env` up to `until`."""
     rows = con.execute(
         "select figure, subject, any_value(unit), count(*) as points from figure_trends"
         " where env = ? and started_at <= ? and figure in ?"
         " group by figure, subject order by figure, points desc, subject",
-        [env, until, list(TREND_FIGURES)],
+        [env, until, figures],
     ).fetchall()
     kept: dict[str, list[tuple[str, str, str]]] = {}
     for figure, subject, unit, _points in rows:
         # The longest histories first: a cell measured once says nothing about a trend.
         if len(kept.setdefault(figure, [])) < MAX_SUBJECTS:
             kept[figure].append((figure, subject, unit))
-    return [series for figure in TREND_FIGURES for series in kept.get(figure, [])]
+    return [series for figure in figures for series in kept.get(figure, [])]
 
 
 def _trend_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
     """One panel per key ratio: value, rolling median, change points, environment changes."""
     env, until = run["env"], run["started_at"]
+    figures = trend_figures(con)
+    if not figures:
+        return None
     runs = con.execute(
         "select count(distinct run_id) from figure_trends"
         " where env = ? and started_at <= ? and figure in ?",
-        [env, until, list(TREND_FIGURES)],
+        [env, until, figures],
     ).fetchone()[0]
-    series = _trend_series(con, env, until)
+    series = _trend_series(con, env, until, figures)
     if runs < MIN_RUNS or not series:
         return None
     changed = con.execute(
@@ -248,7 +254,7 @@ def _trend_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
         for r in con.execute(
             "select distinct started_at from figure_trends where env = ? and series_started"
             " and started_at <= ? and figure in ? order by started_at",
-            [env, until, list(TREND_FIGURES)],
+            [env, until, figures],
         ).fetchall()
     ]
     panels = list(dict.fromkeys(figure for figure, _, _ in series))
@@ -330,13 +336,19 @@ def _rtt_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
     ).fetchall()
     if not buckets:
         return None
-    quantiles = dict(
-        con.execute(
-            "select figure, value from figures where run_id = ? and env = ? and subject = ''"
-            " and figure in ('rtt_client_p50_us', 'rtt_client_p99_us')",
-            key,
-        ).fetchall()
+    # The run's client percentiles, marked on the histogram: value and unit (the catalog's).
+    lines = (
+        ("rtt_client_p50_us", "p50", "tab:green"),
+        ("rtt_client_p99_us", "p99", "tab:red"),
     )
+    quantiles = {
+        figure: (value, unit)
+        for figure, value, unit in con.execute(
+            "select figure, value, unit from figures where run_id = ? and env = ? and subject = ''"
+            " and figure in ?",
+            [*key, [figure for figure, _, _ in lines]],
+        ).fetchall()
+    }
     fig = _figure(3.2)
     ax = fig.subplots()
     ax.bar(
@@ -353,17 +365,15 @@ def _rtt_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
     ax.xaxis.set_major_formatter(plain)
     ax.xaxis.set_minor_formatter(plain)
     ax.tick_params(axis="x", which="minor", labelsize=7)
-    for figure, label, color in (
-        ("rtt_client_p50_us", "p50", "tab:green"),
-        ("rtt_client_p99_us", "p99", "tab:red"),
-    ):
-        if quantiles.get(figure) is not None:
+    for figure, label, color in lines:
+        value, unit = quantiles.get(figure, (None, None))
+        if value is not None:
             ax.axvline(
-                quantiles[figure],
+                value,
                 color=color,
                 linestyle="--",
                 linewidth=1.2,
-                label=f"{label} {quantiles[figure]:.1f} µs",
+                label=f"{label} {value:.1f} {unit}",
             )
     ax.set_xlabel("client round trip (µs, log scale)")
     ax.set_ylabel("PINGs")

@@ -18,8 +18,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from yardstick import interrupt
-from yardstick.config import ConfigError, load_config
-from yardstick.profiles import PROFILES
+from yardstick.settings.config import ConfigError, load_config
+from yardstick.settings.profiles import PROFILES
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console()
@@ -61,7 +61,7 @@ def run(
     """Measure the environments (or an embedded scratch Redis), land, build, render."""
     if profile not in PROFILES:
         fail(f"--profile: unknown profile {profile!r} (choose {', '.join(sorted(PROFILES))})")
-    from yardstick.runtime import configure_prefect
+    from yardstick.app.runtime import configure_prefect
 
     # Prefect's settings before its first import (flows.targets imports it), so that its
     # home and the ephemeral server's start timeout are ours; the folder comes later.
@@ -80,14 +80,14 @@ def run(
     for name in env or []:
         if config is None and name != EMBEDDED_NAME:
             fail(f"--env: no environment {name!r} without --config (known: {EMBEDDED_NAME})")
-    from yardstick.preflight import NotWritable, check_writable, run_folders
+    from yardstick.storage.preflight import NotWritable, check_writable, run_folders
 
     try:
         check_writable(run_folders(lake, warehouse, out))
     except NotWritable as exc:
         fail(str(exc))
     home = configure_prefect(state_dir)
-    from yardstick.prefect_server import PrivatePrefectServer
+    from yardstick.app.prefect_server import PrivatePrefectServer
 
     server = None
     if not os.environ.get("PREFECT_API_URL"):
@@ -162,8 +162,8 @@ def _private_prefect_server(server) -> Iterator[None]:
     """Run the flow against the spawned Prefect server of its own (no PREFECT_API_URL)."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    from yardstick.app.prefect_server import PrefectServerFailed
     from yardstick.flows.hostlock import PRIVATE_API_VARIABLE
-    from yardstick.prefect_server import PrefectServerFailed
 
     try:
         server.wait()
@@ -215,7 +215,7 @@ def report(
     import duckdb
 
     from yardstick.reports.render import render_reports
-    from yardstick.warehouse import update
+    from yardstick.storage.warehouse import update
 
     _check_lake(lake)
     try:
@@ -241,8 +241,8 @@ def compact(
     """Merge the lake's small files, update the warehouse, drop detail past its retention."""
     import duckdb
 
-    from yardstick import compaction, retention
-    from yardstick.warehouse import update as update_warehouse
+    from yardstick.storage import compaction, retention
+    from yardstick.storage.warehouse import update as update_warehouse
 
     _check_lake(lake)
     if detail_days < 1:
@@ -261,7 +261,7 @@ def compact(
 def check(warehouse: WarehouseOpt = Path("warehouse.duckdb")) -> None:
     """Run the SQL models' tests (dbt: grains unique and not null, accepted values, unit tests)
     on the warehouse."""
-    from yardstick import dbt
+    from yardstick.storage import dbt
 
     if not warehouse.exists():
         fail(f"{warehouse}: no warehouse yet (run `yardstick run` or `yardstick report`)")
@@ -283,7 +283,7 @@ def trend(
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
 ) -> None:
     """Print a figure's history for one environment, oldest first, with change markers."""
-    from yardstick.changepoints import series_change_points
+    from yardstick.reports.changepoints import series_change_points
     from yardstick.reports.render import fmt
 
     con = _open_warehouse(warehouse)
@@ -490,7 +490,7 @@ def changes(
 
 def _check_lake(lake: str) -> None:
     """A local lake must exist; an S3 lake is checked by its first listing."""
-    from yardstick import lakefs
+    from yardstick.storage import lakefs
 
     if not lakefs.is_remote(lake) and not Path(lake).is_dir():
         fail(f"{lake}: no lake here (run `yardstick run` first)")
@@ -498,7 +498,7 @@ def _check_lake(lake: str) -> None:
 
 def _open_warehouse(warehouse: Path):
     """The warehouse, read-only, or a one-line error."""
-    from yardstick.warehouse import connect_read_only
+    from yardstick.storage.warehouse import connect_read_only
 
     try:
         return connect_read_only(warehouse)
@@ -515,7 +515,7 @@ def _close(name: str, choices: list[str]) -> str:
 
 
 def main() -> None:
-    """Entry point for `python -m yardstick.cli`."""
+    """Entry point for `python -m yardstick.app.cli`."""
     app(prog_name="yardstick")
 
 

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 
 import redis
 
-from yardstick.config import Environment
-from yardstick.connect import open_client
-from yardstick.scratch import require_scratch
+from yardstick.access.connect import open_client
+from yardstick.access.environment import Environment
+from yardstick.access.scratch import require_scratch
 
 UNLINK_BATCH = 500
 # Starts with the tool's prefix (`yardstick:`), like every key the tool writes.

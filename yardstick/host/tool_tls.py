@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from yardstick.config import Environment
+from yardstick.access.environment import Environment
 
 ToolKind = Literal["redis-benchmark", "memtier_benchmark"]
 

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 import redis
 
-from yardstick.config import Environment
+from yardstick.access.environment import Environment
 
 # Every key the tool writes starts with this; cleanup removes exactly these keys and never
 # flushes a database (a scratch server may hold someone else's keys too).

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import redis
 
-from yardstick.config import Environment
-from yardstick.connect import open_client, password_for
-from yardstick.guard import ReadOnlyViolation
+from yardstick.access.connect import open_client, password_for
+from yardstick.access.environment import Environment
+from yardstick.access.guard import ReadOnlyViolation
 
 log = logging.getLogger(__name__)
 

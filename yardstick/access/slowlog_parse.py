@@ -1,5 +1,5 @@
 """SLOWLOG GET and LATENCY replies: entries of every known shape, argument redaction by the
-server's own command metadata (yardstick.command_meta), and the text redis-cli prints (JSON,
+server's own command metadata (yardstick.access.command_meta), and the text redis-cli prints (JSON,
 --no-raw, raw) so that captured outputs parse like live replies."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from yardstick.command_meta import CommandSpec, CommandTable, DocArg
+from yardstick.access.command_meta import CommandSpec, CommandTable, DocArg
 
 # Commands whose second word is a subcommand: the key (if any) comes third, and the
 # command is named like INFO commandstats does (`config|get`).

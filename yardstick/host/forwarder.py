@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 
-from yardstick.embedded import free_port
+from yardstick.host.embedded import free_port
 
 START_TIMEOUT_S = 5.0
 
