@@ -25,7 +25,6 @@ from yardstick.flows.landing import record_run, run_family, run_logger, unreacha
 from yardstick.flows.outcome import EnvOutcome
 from yardstick.flows.plan import (
     FAMILIES,
-    RunContext,
     families_for,
     host_group_label,
     host_groups,
@@ -34,7 +33,7 @@ from yardstick.flows.targets import configured_lake, environments, sites_of
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import Profile, SlowlogProfile, get_profile
 from yardstick.storage import compaction, lake
-from yardstick.tasks.base import utc_now
+from yardstick.tasks.base import RunContext, utc_now
 
 # The families a collection runs (each declares itself `collected`): each reads, none changes
 # the server.

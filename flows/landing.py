@@ -16,12 +16,11 @@ from prefect.exceptions import MissingContextError
 
 from yardstick import __version__, interrupt
 from yardstick.flows.outcome import EnvOutcome
-from yardstick.flows.plan import Family, RunContext
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import Profile
 from yardstick.storage import lake
 from yardstick.storage.schemas import to_table
-from yardstick.tasks.base import Skipped, utc_now
+from yardstick.tasks.base import Family, RunContext, Skipped, utc_now
 
 # Failures that mean the server cannot be reached at all: later families are skipped.
 UNREACHABLE = ("ConnectionError", "TimeoutError", "AuthenticationError", "MissingSecret")

@@ -26,7 +26,7 @@ from yardstick.flows.landing import (
     unreachable_step,
 )
 from yardstick.flows.outcome import EnvOutcome, RunSummary
-from yardstick.flows.plan import RunContext, families_for, host_group_label, host_groups
+from yardstick.flows.plan import families_for, host_group_label, host_groups
 from yardstick.flows.sites import (
     SITE_TIMEOUT_S,
     START_TIMEOUT_S,
@@ -46,7 +46,7 @@ from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import Profile, get_profile
 from yardstick.storage import compaction, lake, retention, warehouse
 from yardstick.storage.preflight import check_writable, run_folders
-from yardstick.tasks.base import utc_now
+from yardstick.tasks.base import RunContext, utc_now
 
 # How long an interrupted run waits for its families to restore the servers and land.
 STOP_GRACE_S = 30.0

@@ -4,7 +4,7 @@ and which environments share a host. The families describe themselves (tasks/, `
 from __future__ import annotations
 
 from yardstick.settings.config import ConfigError, Environment
-from yardstick.tasks.base import Family, RunContext  # noqa: F401  (RunContext: for flows)
+from yardstick.tasks.base import Family
 from yardstick.tasks.registry import families
 
 # The phases of a run, in order; a family names its phase, families of one phase run in name
