@@ -14,7 +14,6 @@ from yardstick.tasks.base import UTC_TS, rows_to_table
 # Bump when a table gains a column; older files still load (missing columns are null).
 SCHEMA_VERSION = 1
 
-_TS = UTC_TS
 
 # The run's own tables; the families' follow (see _with_family_tables).
 TABLES: dict[str, pa.Schema] = {
@@ -22,8 +21,8 @@ TABLES: dict[str, pa.Schema] = {
     "runs": pa.schema(
         [
             ("profile", pa.string()),
-            ("started_at", _TS),
-            ("finished_at", _TS),
+            ("started_at", UTC_TS),
+            ("finished_at", UTC_TS),
             ("duration_s", pa.float64()),
             ("status", pa.string()),  # ok | partial | failed
             ("error", pa.string()),
@@ -49,8 +48,8 @@ TABLES: dict[str, pa.Schema] = {
             ("family", pa.string()),
             ("status", pa.string()),  # ok | failed | skipped
             ("reason", pa.string()),
-            ("started_at", _TS),
-            ("finished_at", _TS),
+            ("started_at", UTC_TS),
+            ("finished_at", UTC_TS),
             ("duration_s", pa.float64()),
             ("window_s", pa.float64()),  # time spent inside measurement windows
             # The profile settings the family was asked to run with, and their digest: a
