@@ -32,7 +32,7 @@ from yardstick.flows.plan import (
 from yardstick.flows.targets import configured_lake, environments, sites_of
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import Profile, SlowlogProfile, get_profile
-from yardstick.storage import compaction, lake
+from yardstick.storage import compaction, cursors, lake
 from yardstick.tasks.base import RunContext, utc_now
 
 # The families a collection runs (each declares itself `collected`): each reads, none changes
@@ -128,6 +128,22 @@ def collect_environment(
     return record_run(env, profile, run_id, lake_dir, host_group, started_at, start, steps)
 
 
+def collect_context(
+    envs: list[Environment],
+    run_id: str,
+    lake_dir: str,
+    server_binary: dict[str, str] | None = None,
+) -> RunContext:
+    """What a collection's families are given: the run's environments, and what the lake
+    already holds of each (its SLOWLOG and LATENCY HISTORY cursors, read from complete runs
+    when the environment's families start), so only what is new lands."""
+    return RunContext(
+        server_binary=server_binary,
+        peers={e.name: e for e in envs},
+        landed=cursors.reader(lake_dir, run_id),
+    )
+
+
 def collect_environments(
     envs: list[Environment],
     profile: Profile,
@@ -138,7 +154,7 @@ def collect_environments(
     """Collect every environment: one host group after another inside, groups side by side
     (threads of this flow run, not task runs); outcomes in group order."""
     groups = host_groups(envs)
-    context = RunContext(server_binary=server_binary, peers={e.name: e for e in envs})
+    context = collect_context(envs, run_id, lake_dir, server_binary)
 
     def one_group(group: list[Environment]) -> list[EnvOutcome]:
         label = host_group_label(group)

@@ -44,7 +44,7 @@ from yardstick.flows.targets import (
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import Profile, get_profile
-from yardstick.storage import compaction, lake, retention, warehouse
+from yardstick.storage import compaction, cursors, lake, retention, warehouse
 from yardstick.storage.preflight import check_writable, run_folders
 from yardstick.tasks.base import RunContext, utc_now
 
@@ -67,7 +67,12 @@ def measure_environment(
     tables; never raises."""
     started_at, start = utc_now(), time.perf_counter()
     steps: list[dict] = []
-    context = RunContext(server_binary=server_binary, peers=peers or {})
+    # The collected families land only what the lake does not hold yet (storage/cursors.py).
+    context = RunContext(
+        server_binary=server_binary,
+        peers=peers or {},
+        landed=cursors.reader(lake_dir, run_id),
+    )
     logger = run_logger()
     # Hold the host's lock for the whole environment: a collection or another run (any
     # Prefect home or server) waits instead of measuring a server mid-experiment.

@@ -330,7 +330,7 @@ def _rtt_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
     """Log-x histogram of every PING round trip of the run, with its p50 and p99."""
     key = [run["run_id"], run["env"]]
     buckets = con.execute(
-        "select min(low_us), min(high_us), sum(count) from stg_ping_histogram"
+        "select min(low_us), min(high_us), sum(count) from ping_histogram"
         " where run_id = ? and env = ? group by bucket order by bucket",
         key,
     ).fetchall()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -67,6 +67,24 @@ def _retry_delay_s(declared: float | list[float] | None, attempt: int) -> float:
 
 
 @dataclass(frozen=True)
+class Landed:
+    """What the lake already holds of one environment's collections, read from complete runs
+    only (their `runs` row has landed) started before this run: the cursors a collection lands
+    above. Empty: nothing known, land everything (the SQL deduplicates what recurs)."""
+
+    # Server run id -> the highest SLOWLOG entry id landed (ids only grow within a server
+    # process, SLOWLOG RESET does not rewind them; a restart is a new server run id).
+    slowlog_ids: Mapping[str, int] = field(default_factory=dict)
+    # (server run id, event) -> the newest LATENCY HISTORY sample landed.
+    latency_at: Mapping[tuple[str, str], datetime] = field(default_factory=dict)
+    # The runs those came from (None: none), for whoever asks why a collection landed little.
+    slowlog_run_id: str | None = None
+    latency_run_id: str | None = None
+    # Why the lake could not be read (everything is landed then), said in the step's reason.
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
 class RunContext:
     """What a family may need beyond its own environment."""
 
@@ -74,6 +92,14 @@ class RunContext:
     server_binary: dict[str, str] | None = None
     # Every environment of the run by name, for families that pair two of them.
     peers: dict[str, Environment] = field(default_factory=dict)
+    # Environment name -> what the lake already holds of its collections (the flows fill it
+    # from their lake; yardstick/storage/cursors.py). Called when a collected family starts,
+    # inside the host's lock; None: land everything.
+    landed: Callable[[str], Landed] | None = None
+
+    def landed_of(self, env: Environment) -> Landed | None:
+        """What the lake holds of `env`'s collections, or None without a lake to ask."""
+        return self.landed(env.name) if self.landed is not None else None
 
 
 # The arguments of a family's task, from the environment, the run's profile and its context.

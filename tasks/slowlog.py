@@ -1,9 +1,13 @@
-"""SLOWLOG collection: read every entry each time, on every environment (read-only too).
+"""SLOWLOG collection: read every entry each time, on every environment (read-only too), and
+land those the lake does not hold yet.
 
 Deduplication across collections, lost entries and the tool's own share are derived in SQL
-(sql/03*); this task lands what the server said, with arguments redacted unless asked: by the
-server's own description of the commands logged (yardstick.access.command_meta), read once per
-collection for the command names present."""
+(sql/models/marts/slowlog/); this task lands what the server said, with arguments redacted
+unless asked: by the server's own description of the commands logged
+(yardstick.access.command_meta), read once per collection for the command names landed. The
+collection row carries the queue's oldest and newest ids, so losses need no entry landed twice;
+entries at or below the cursor (the highest id complete runs landed for this server run,
+tasks/base.Landed) are left out."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment
 from yardstick.access.info import parse_commandstats, parse_info
 from yardstick.access.slowlog_parse import SlowlogEntry, parse_slowlog, redact
-from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
+from yardstick.tasks.base import UTC_TS, Family, Landed, Measured, utc_now
 
 
 class SlowlogProfile(BaseModel):
@@ -77,9 +81,18 @@ TABLES: dict[str, pa.Schema] = {
             # max-len of 0 may have emptied it; the basis says why (tasks/slowlog.py).
             ("empty_log_next_id", pa.int64()),
             ("empty_log_basis", pa.string()),
+            # The queue as read: its oldest and newest entry ids (null: empty), whatever was
+            # landed; the losses are counted from these (files before them: from the entries).
+            ("oldest_queued_id", pa.int64()),
+            ("newest_queued_id", pa.int64()),
+            # Only entries above this id were landed: the lake held the rest (null: no cursor,
+            # every entry read was landed).
+            ("landed_above_id", pa.int64()),
         ]
     ),
-    # Every entry each collection read (the same entry recurs; SQL deduplicates).
+    # The entries each collection landed: those above its cursor (an entry recurs after a
+    # lost cursor, or in a run started before the collection that landed it; SQL
+    # deduplicates).
     "slowlog_entries": pa.schema(
         [
             ("server_run_id", pa.string()),
@@ -310,10 +323,26 @@ def slowlog_span(client: redis.Redis, family: str, server_run_id: str) -> Iterat
             span.last_id = None
 
 
+def landing_cursor(
+    landed: Landed | None, server_run_id: str, entries: list[SlowlogEntry]
+) -> int | None:
+    """The id above which entries are landed (None: land them all): the highest id complete
+    runs landed for this server run, unless the queue says it belongs to another series."""
+    cursor = landed.slowlog_ids.get(server_run_id) if landed is not None else None
+    if cursor is None or not entries:
+        return cursor
+    # Ids only grow within a server process (RESET does not rewind them): a newest id below
+    # the cursor is another process under the same run id (the start-minute stand-in).
+    return cursor if max(e.entry_id for e in entries) >= cursor else None
+
+
 @task(name="slowlog", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
-def collect_slowlog(env: Environment, profile: SlowlogProfile) -> Measured:
+def collect_slowlog(
+    env: Environment, profile: SlowlogProfile, landed: Landed | None = None
+) -> Measured:
     """Read every SLOWLOG entry with the settings that decide what gets in and how long it
-    stays; read commands only, so it runs on read-only environments too."""
+    stays, and keep the entries above what the lake holds (`landed`; None: keep all); read
+    commands only, so it runs on read-only environments too."""
     client = open_client(env, "slowlog")
     try:
         start = time.perf_counter()
@@ -324,12 +353,15 @@ def collect_slowlog(env: Environment, profile: SlowlogProfile) -> Measured:
         calls = slowlog_calls(client, identity.version)
         length = int(client.execute_command("SLOWLOG", "LEN"))
         count = -1 if identity.version >= (7, 0) else READ_ALL_COUNT_BEFORE_7
+        # The whole queue still: its oldest id tells what was lost since the last collection.
         entries = read_entries(client, identity, count)
         collected_at = utc_now()
         read_s = time.perf_counter() - start
+        cursor = landing_cursor(landed, identity.run_id, entries)
+        kept = [e for e in entries if cursor is None or e.entry_id > cursor]
         commands = None
-        if entries and not profile.keep_args:
-            commands = fetch_command_table(client, (e.args[0] for e in entries if e.args))
+        if kept and not profile.keep_args:
+            commands = fetch_command_table(client, (e.args[0] for e in kept if e.args))
             if commands is None:
                 log.warning(
                     "%s: COMMAND INFO unreadable: SLOWLOG arguments redacted, names kept",
@@ -354,13 +386,19 @@ def collect_slowlog(env: Environment, profile: SlowlogProfile) -> Measured:
         "slowlog_reset_calls": calls.reset_calls if calls else None,
         "empty_log_next_id": next_id,
         "empty_log_basis": basis,
+        "oldest_queued_id": min((e.entry_id for e in entries), default=None),
+        "newest_queued_id": max((e.entry_id for e in entries), default=None),
+        "landed_above_id": cursor,
     }
-    rows = [entry_row(e, identity.run_id, profile.keep_args, commands) for e in entries]
+    rows = [entry_row(e, identity.run_id, profile.keep_args, commands) for e in kept]
     return Measured(
+        # Landed in this order: a collection row in the lake means its entries are there too
+        # (the next cursor is read from collection rows; a landing that fails stops there).
         tables={
-            "slowlog_collections": FAMILY.table("slowlog_collections", [collection]),
             "slowlog_entries": FAMILY.table("slowlog_entries", rows),
-        }
+            "slowlog_collections": FAMILY.table("slowlog_collections", [collection]),
+        },
+        notes=[landed.problem] if landed is not None and landed.problem else [],
     )
 
 
@@ -368,7 +406,8 @@ FAMILY = Family(
     name="slowlog",
     phase="collection",
     task=collect_slowlog,
-    arguments=lambda env, profile, ctx: (env, profile.slowlog),
+    # What the lake holds is read here, when the family starts (the host's lock held).
+    arguments=lambda env, profile, ctx: (env, profile.slowlog, ctx.landed_of(env)),
     tables=TABLES,
     settings=SlowlogProfile,
     collected=True,

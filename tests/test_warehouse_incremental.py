@@ -239,6 +239,11 @@ def test_retention_drops_detail_and_keeps_the_figures(prefect_server, tmp_path):
     assert report.files_dropped == 2 and report.runs_retained == 1
     detail = lake.current_files(lake_dir, list(retention.DETAIL_FAMILIES))
     assert {f.runs[0] for f in detail} == {new_run}  # the recent run keeps its detail
+    # The warehouse's detail views read the lake as it is now: the recent run's rows only.
+    con = duckdb.connect(str(target), read_only=True)
+    kept = con.execute("select distinct run_id from keyspace_keys").fetchall()
+    con.close()
+    assert kept == [(new_run,)]
     assert lake.current_files(lake_dir, [retention.RETAINED])
     # Idempotent: nothing more to drop, nothing written twice.
     again = retention.apply(lake_dir, target, detail_days=30, today=today)
@@ -321,3 +326,103 @@ def test_runs_held_back_load_next_time_and_leftovers_are_not_doubled(tmp_path):
     previous.path.write_bytes(kept)  # as if the deletion after the commit never happened
     assert warehouse.update(lake_dir, target).runs_added == 1
     assert _loaded_runs(target) == runs
+
+
+def test_a_rebuild_in_monthly_batches_equals_one_batch(history, rebuilt, tmp_path, monkeypatch):
+    # Bounded batches (a period, at most REBUILD_BATCH_RUNS runs) build what one batch builds.
+    monkeypatch.setattr(warehouse, "REBUILD_BATCH_RUNS", 5)
+    result = warehouse.update(history[-1], tmp_path / "batched.duckdb", full=True)
+    assert result.mode == "full" and result.batches >= 3
+    got, want = _tables(result.path), _tables(rebuilt)
+    assert set(got) == set(want)
+    for name in sorted(want):
+        assert len(got[name]) == len(want[name]), name
+        for mine, theirs in zip(got[name], want[name], strict=True):
+            assert _same(mine, theirs), (name, mine, theirs)
+    assert _files(tmp_path) == ["batched.duckdb"]  # the building folder is gone
+
+
+def _files(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def _lake_rows(lake_dir: Path, table: str) -> int:
+    """Rows of one detail table in the lake's files (read without the tool's views)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(p).num_rows for p in lake_dir.glob(f"{table}/*/*/*.parquet"))
+
+
+def test_detail_stays_in_the_lake_and_is_read_where_it_lies(history, rebuilt):
+    con = duckdb.connect(str(rebuilt), read_only=True)
+    try:
+        kinds = dict(
+            con.execute(
+                "select table_name, table_type from information_schema.tables"
+                " where table_name in ('raw_keyspace_keys', 'raw_ping_histogram',"
+                " 'keyspace_keys', 'ping_histogram')"
+            ).fetchall()
+        )
+        # No table of the warehouse holds a per-key or per-bucket row.
+        copies = con.execute(
+            "select table_name from information_schema.columns as c"
+            " join information_schema.tables as t using (table_schema, table_name)"
+            " where t.table_type = 'BASE TABLE' and table_name not like '_yardstick_empty_%'"
+            " and table_name not like 'raw_%'"  # one batch's rows; the detail ones are views
+            " group by table_name having count(*) filter (column_name in"
+            " ('key', 'memory_usage_bytes')) = 2 or count(*) filter (column_name in"
+            " ('bucket', 'low_us')) = 2"
+        ).fetchall()
+        counts = {
+            table: con.execute(f"select count(*) from {table}").fetchone()[0]
+            for table in ("keyspace_keys", "ping_histogram")
+        }
+        envs = {r[0] for r in con.execute("select distinct env from keyspace_keys").fetchall()}
+    finally:
+        con.close()
+    assert kinds == dict.fromkeys(
+        ["raw_keyspace_keys", "raw_ping_histogram", "keyspace_keys", "ping_histogram"], "VIEW"
+    )
+    assert copies == []
+    for table, count in counts.items():
+        assert count == _lake_rows(history[-1], table) > 0, table
+    assert envs == {"alpha", "beta"}
+
+
+def test_the_update_after_a_rebuild_reuses_its_parse(history, tmp_path):
+    target = tmp_path / "w.duckdb"
+    assert warehouse.update(history[0], target).mode == "full"
+    after = warehouse.update(history[1], target)
+    assert after.mode == "incremental"
+    assert "full parse" not in after.parse_mode, after.parse_mode
+
+
+def test_two_warehouses_of_one_name_in_two_folders_do_not_wait_on_each_other(history, tmp_path):
+    # Another process holds every lock of one warehouse (its update's and its dbt state's)
+    # for minutes: the same-named warehouse in another folder updates meanwhile.
+    first = tmp_path / "one" / "warehouse.duckdb"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from pathlib import Path\n"
+            "from yardstick.storage import dbt\n"
+            "path = Path(sys.argv[1])\n"
+            "with dbt.locked(path), dbt._exclusive(dbt.state_dir(path)):\n"
+            "    print('held', flush=True)\n"
+            "    time.sleep(600)\n",
+            str(first),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        second = tmp_path / "two" / "warehouse.duckdb"
+        assert dbt.state_dir(second) != dbt.state_dir(first)
+        assert warehouse.update(history[0], second).mode == "full"
+        assert holder.poll() is None  # still holding: the update did not wait for it
+    finally:
+        holder.kill()
+        holder.wait()

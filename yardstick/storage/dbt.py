@@ -27,8 +27,11 @@ PROFILE = """yardstick:
       threads: 1
       settings:
         threads: {duckdb_threads}
+        memory_limit: {memory_limit}
         preserve_insertion_order: true
 """
+MiB = 1 << 20
+GiB = 1 << 30
 
 
 class ModelError(RuntimeError):
@@ -40,6 +43,8 @@ class DbtResult:
     """What one dbt invocation did: node names with their status and seconds."""
 
     nodes: list[tuple[str, str, float]] = field(default_factory=list)
+    # How dbt came by the project's parse: reused, partial, or a full parse and why.
+    parse_mode: str = ""
 
     @property
     def seconds(self) -> float:
@@ -79,17 +84,53 @@ def cache_root() -> Path:
 
 def state_dir(warehouse_path: Path) -> Path:
     """Where dbt's profile, target/ and logs/ live for one version of the models and one
-    database name: never in sql/ (an installed package is read-only) nor beside the warehouse
-    (that folder is the user's). dbt re-parses the whole project (seconds) when the database
-    name changes (dbt-duckdb names it after the file's stem); the folder is not otherwise
-    tied to a path (see _parse_ignores_path)."""
-    database = re.sub(r"[^A-Za-z0-9_.-]+", "_", _stem(warehouse_path)) or "db"
-    return cache_root() / f"{models_digest()}-{database}"
+    warehouse path: never in sql/ (an installed package is read-only) nor beside the warehouse
+    (that folder is the user's). One folder per path, so two warehouses with the same file
+    name in two folders never share a parse or a lock; a rebuild passes its final path, so
+    the update after it reuses the rebuild's parse."""
+    resolved = str(Path(warehouse_path).resolve())
+    where = hashlib.sha256(resolved.encode()).hexdigest()[:12]
+    return cache_root() / f"{models_digest()}-{_database(warehouse_path)}-{where}"
+
+
+def _database(warehouse_path: Path) -> str:
+    """The database name dbt-duckdb gives the file (its stem), as a folder-name part."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", _stem(Path(warehouse_path))) or "db"
 
 
 def _stem(path: Path) -> str:
     """The database name dbt-duckdb gives a file: its name up to the last suffix."""
     return path.name.rsplit(".", 1)[0] if "." in path.name[1:] else path.name
+
+
+PARSE_FILE = "partial_parse.msgpack"
+
+
+def _seed_parse(state: Path, warehouse_path: Path) -> None:
+    """Give a new state folder the newest saved parse of the same models and database name.
+
+    dbt's parse depends on the project, the profile (without the path: _parse_ignores_path)
+    and the database name, so it is the same for every warehouse of that name; copying it
+    spares a new warehouse (each test, a new project) a full parse of ~110 files without
+    sharing anything live between warehouses. dbt checks the copy as it checks its own."""
+    target = state / "target" / PARSE_FILE
+    if target.exists():
+        return
+    prefix = f"{models_digest()}-{_database(warehouse_path)}-"
+    saved = []
+    for other in cache_root().glob(prefix + "*"):
+        candidate = other / "target" / PARSE_FILE
+        if other != state and candidate.is_file():
+            saved.append((candidate.stat().st_mtime, candidate))
+    if not saved:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{PARSE_FILE}.{os.getpid()}")
+    try:
+        shutil.copyfile(max(saved)[1], tmp)
+        os.replace(tmp, target)
+    except OSError:  # another process removed it meanwhile: a full parse, no harm
+        tmp.unlink(missing_ok=True)
 
 
 def _parse_ignores_path() -> None:
@@ -163,20 +204,73 @@ def _exclusive(state: Path) -> Iterator[None]:
         yield
 
 
+def memory_limit_bytes() -> int:
+    """DuckDB's memory bound for the warehouse (YARDSTICK_DUCKDB_MEMORY_MB, else a quarter of
+    the machine's memory, between 512 MiB and 2 GiB): beyond it DuckDB spills to a temporary
+    folder beside the file, so a rebuild's peak does not follow the history's length."""
+    asked = os.environ.get("YARDSTICK_DUCKDB_MEMORY_MB")
+    if asked:
+        return int(float(asked) * MiB)
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        total = 4 * GiB
+    try:  # a container's own bound, when lower (cgroup v2)
+        text = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if text.isdigit():
+            total = min(total, int(text))
+    except OSError:
+        pass
+    return max(512 * MiB, min(2 * GiB, total // 4))
+
+
+def duckdb_settings(threads: int | None = None) -> dict[str, object]:
+    """The DuckDB settings of every connection that writes the warehouse (the loader's and
+    dbt's must agree: DuckDB refuses a second configuration of an open file)."""
+    return {
+        "threads": threads or os.cpu_count() or 1,
+        "memory_limit": f"{memory_limit_bytes() // MiB}MiB",
+        "preserve_insertion_order": True,
+    }
+
+
 def run(
     warehouse_path: Path,
     args: list[str],
     duckdb_threads: int | None = None,
     project: Path | None = None,
+    state_for: Path | None = None,
 ) -> DbtResult:
     """Invoke dbt (`build`, `run`, `test`, ...) on `warehouse_path`; raise ModelError naming the
-    failing node."""
+    failing node. `state_for`: the warehouse whose dbt state to use (a rebuild's temporary file
+    uses its final path's, so the updates after it reuse its parse)."""
+    outcome, nodes, mode = _invoke(warehouse_path, args, duckdb_threads, project, state_for)
+    if outcome.exception is not None:
+        raise ModelError(f"dbt {args[0]}: {_one_line(str(outcome.exception))}")
+    if not outcome.success:
+        raise ModelError(_first_failure(outcome.result))
+    seconds = {
+        item.node.unique_id: item.execution_time
+        for item in getattr(outcome.result, "results", None) or []
+    }
+    return DbtResult(
+        nodes=[(node, status, seconds.get(node, 0.0)) for node, status in nodes], parse_mode=mode
+    )
+
+
+def _invoke(
+    warehouse_path: Path,
+    args: list[str],
+    duckdb_threads: int | None,
+    project: Path | None,
+    state_for: Path | None,
+):
+    """One dbt invocation under the state folder's lock: (outcome, [(node, status)], parse
+    mode in words)."""
     from dbt.cli.main import dbtRunner  # heavy import: only when the warehouse is built
 
     _parse_ignores_path()
-
-    state = state_dir(warehouse_path)
-    threads = duckdb_threads or os.cpu_count() or 1
+    state = state_dir(state_for or warehouse_path)
     argv = [
         *args,
         "--project-dir",
@@ -194,32 +288,46 @@ def run(
         # The manifest and run results JSON are not read by anyone here; writing them costs.
         "--no-write-json",
     ]
-    result = DbtResult()
+    nodes: list[tuple[str, str]] = []
+    parse_events: list[str] = []
 
     def collect(event) -> None:
-        """Keep each node's outcome as dbt reports it."""
-        if event.info.name == "NodeFinished":
+        """Keep each node's outcome and what dbt said about reusing its parse."""
+        name = event.info.name
+        if name == "NodeFinished":
             node = event.data.node_info
-            result.nodes.append((node.unique_id, node.node_status, 0.0))
+            nodes.append((node.unique_id, node.node_status))
+        elif name == "PartialParsingSkipParsing":
+            parse_events.append("saved parse reused (no project change)")
+        elif name == "UnableToPartialParse":
+            parse_events.append(f"full parse: {event.data.reason}")
+        elif name == "PartialParsingEnabled":
+            parse_events.append("partial parse (some files changed)")
 
     with _exclusive(state):
+        _seed_parse(state, state_for or warehouse_path)
+        had_parse = (state / "target" / PARSE_FILE).exists()
+        settings = duckdb_settings(duckdb_threads)
         (state / "profiles.yml").write_text(
-            PROFILE.format(path=_yaml_str(str(warehouse_path.resolve())), duckdb_threads=threads)
+            PROFILE.format(
+                path=_yaml_str(str(warehouse_path.resolve())),
+                duckdb_threads=settings["threads"],
+                memory_limit=_yaml_str(str(settings["memory_limit"])),
+            )
         )
+        # No manifest handed from one invocation to the next: each compiles into the one it
+        # is given (ephemeral CTEs injected once), so a reused one breaks the next. The saved
+        # parse makes a repeated invocation skip parsing anyway.
+        runner = dbtRunner(callbacks=[collect])
         try:
-            outcome = dbtRunner(callbacks=[collect]).invoke(argv)
+            outcome = runner.invoke(argv)
         finally:
             _close_duckdb()
-    if outcome.exception is not None:
-        raise ModelError(f"dbt {args[0]}: {_one_line(str(outcome.exception))}")
-    if not outcome.success:
-        raise ModelError(_first_failure(outcome.result))
-    seconds = {
-        item.node.unique_id: item.execution_time
-        for item in getattr(outcome.result, "results", None) or []
-    }
-    result.nodes = [(node, status, seconds.get(node, 0.0)) for node, status, _ in result.nodes]
-    return result
+    if parse_events:
+        mode = parse_events[-1]
+    else:
+        mode = "full parse: no saved parse" if not had_parse else "full parse"
+    return outcome, nodes, mode
 
 
 def _close_duckdb() -> None:

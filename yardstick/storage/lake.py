@@ -45,6 +45,12 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
+def landed_run_id(name: str) -> str | None:
+    """The run whose landed file is named `name` (`<run_id>.parquet`), else None."""
+    stem = name.removesuffix(".parquet")
+    return stem if name.endswith(".parquet") and _RUN_ID.match(stem) else None
+
+
 def run_day(run_id: str) -> date:
     """The UTC day a run started, read from its id: every table of a run shares it."""
     return datetime.strptime(run_id[:8], "%Y%m%d").date()

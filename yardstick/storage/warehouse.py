@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ import duckdb
 import pyarrow as pa
 
 from yardstick.storage import dbt, lake, lakefs
-from yardstick.storage.schemas import SCHEMA_VERSION, TABLES, file_schema
+from yardstick.storage.schemas import DETAIL_TABLES, SCHEMA_VERSION, TABLES, file_schema
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,13 @@ PENDING = "_yardstick_pending"  # complete runs held back by until_run_id
 # Runs with files in the lake but no `runs` row (still running, or crashed): state between
 # updates, and the source of the crashed_runs model.
 UNFINISHED = "raw_unfinished_runs"
+# A full rebuild loads and builds at most this many runs at a time, and never two periods at
+# once: its memory follows the largest month, not the history (see _rebuild_batches).
+REBUILD_BATCH_RUNS = 1_000_000
+# The first batch of a rebuild creates everything; later batches and updates only add rows
+# (views and seeds exist since then).
+FULL_ARGS = ["build", "--full-refresh", "--resource-type", "seed", "--resource-type", "model"]
+INCREMENTAL_ARGS = ["run", "--exclude", "config.materialized:view"]
 
 
 @dataclass
@@ -50,6 +58,9 @@ class UpdateResult:
     models_s: float = 0.0
     wall_s: float = 0.0
     nodes: list[tuple[str, str, float]] = field(default_factory=list)
+    # How dbt came by the project's parse (reused, partial, full and why).
+    parse_mode: str = ""
+    batches: int = 1  # a full rebuild's bounded batches (periods)
 
 
 def _quote(text: str) -> str:
@@ -248,7 +259,9 @@ def _new_runs(
 
 
 def _load_batch(con: duckdb.DuckDBPyConnection, survey: Survey, batch: set[tuple[str, str]]) -> int:
-    """Create raw_<table> with the rows of the batch's runs, and batch_runs; return files read."""
+    """Create raw_<table> with the rows of the batch's runs, and batch_runs; return files read.
+    Detail tables (per key, per bucket) of a local lake are views over the batch's files: the
+    models aggregate them where they lie and the warehouse never holds a copy."""
     con.register("batch_rows", _runs_table(batch))
     con.execute("create or replace table batch_runs as select env, run_id from batch_rows")
     con.unregister("batch_rows")
@@ -268,15 +281,26 @@ def _load_batch(con: duckdb.DuckDBPyConnection, survey: Survey, batch: set[tuple
         lakefs.register(con)
     read = 0
     for table in TABLES:
+        chosen = by_table.get(table, [])
+        read += len(chosen)
+        _drop_relation(con, f"raw_{table}")
+        local = all(not isinstance(f.path, lakefs.ObjectPath) for f in chosen)
+        if table in DETAIL_TABLES and chosen and local:
+            # A view: dbt's connection reads the files itself (local paths need nothing
+            # registered); on S3 the batch's rows are copied like any other table's.
+            select = _lake_select(con, table, chosen, "batch_runs")
+            con.execute(
+                f"create view raw_{table} as {select} "
+                f"where t.run_id between {_quote(lowest)} and {_quote(highest)}"
+            )
+            continue
         empty = file_schema(table).empty_table()  # noqa: F841 - read by DuckDB's replacement scan
         con.execute(
-            f"create or replace table raw_{table} as "
+            f"create table raw_{table} as "
             f"select *, null::varchar as env, null::date as date from empty"
         )
-        chosen = by_table.get(table, [])
         if not chosen:
             continue
-        read += len(chosen)
         paths = pa.table(
             {"filename": [str(f.path) for f in chosen], "file_env": [f.env for f in chosen]}
         )
@@ -300,9 +324,67 @@ def _load_batch(con: duckdb.DuckDBPyConnection, survey: Survey, batch: set[tuple
     return read
 
 
+def _lake_select(
+    con: duckdb.DuckDBPyConnection, table: str, source: list[lake.LakeFile] | str, runs: str
+) -> str:
+    """A select of one lake table's rows in raw_<table>'s shape (file columns, env from the
+    file's folder, date from the run id) from a list of files or a glob, for the runs listed
+    in the relation `runs` (env, run_id). A typed empty table stands first, so columns that
+    older files lack are null and every column keeps its declared type."""
+    typed = f"_yardstick_empty_{table}"
+    empty = file_schema(table).empty_table()  # noqa: F841 - read by DuckDB's replacement scan
+    con.execute(
+        f"create or replace table {typed} as "
+        f"select *, null::varchar as env, null::date as date from empty"
+    )
+    if isinstance(source, str):
+        listing = _quote(source)
+    else:
+        listing = "[" + ", ".join(_quote(str(f.path)) for f in source) + "]"
+    env = "regexp_extract(t.filename, '/env=([^/]+)/', 1)"
+    return (
+        f"select * from {typed} union all by name "
+        f"select t.* exclude (filename), {env} as env, "
+        f"strptime(left(t.run_id, 8), '%Y%m%d')::date as date "
+        f"from read_parquet({listing}, filename = true, union_by_name = true, "
+        f"hive_partitioning = false) as t "
+        f"semi join {runs} as b on b.env = {env} and b.run_id = t.run_id"
+    )
+
+
+def _drop_relation(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Drop a table or view of that name, whichever it is (DuckDB refuses the wrong kind)."""
+    kinds = con.execute(
+        "select table_type from information_schema.tables "
+        "where table_schema = 'main' and table_name = ?",
+        [name],
+    ).fetchall()
+    for (kind,) in kinds:
+        con.execute(f"drop {'view' if kind == 'VIEW' else 'table'} {name}")
+
+
+def _detail_views(con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath) -> None:
+    """`keyspace_keys` and `ping_histogram`: every detail row of the loaded runs still in the
+    lake (retention drops them after `detail_days`), read in place at query time."""
+    if isinstance(lake_dir, lakefs.ObjectPath):
+        lakefs.register(con)
+        root = str(lake_dir)
+    else:
+        root = str(Path(lake_dir).resolve())
+    for table in DETAIL_TABLES:
+        present = lake.scan(lake_dir, [table], read_footers=False)
+        _drop_relation(con, table)
+        glob = f"{root}/{table}/*/*/*.parquet"
+        select = _lake_select(con, table, glob if present else [], LOADED)
+        if not present:  # read_parquet refuses a pattern that matches nothing
+            select = f"select * from _yardstick_empty_{table}"
+        con.execute(f"create view {table} as {select}")
+
+
 def _connect(path: Path) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse for writing (the loader's part of an update)."""
-    return duckdb.connect(str(path))
+    """Open the warehouse for writing (the loader's part of an update), bounded in memory
+    like dbt's connection (dbt.duckdb_settings)."""
+    return duckdb.connect(str(path), config=dbt.duckdb_settings())
 
 
 def update(
@@ -394,8 +476,9 @@ def _update(
     load_start = time.perf_counter()
     con = _connect(warehouse_path)
     try:
-        _set_meta(con, state="updating")
+        _set_meta(con, state="updating", lake=str(lake_dir))
         read = _load_batch(con, survey, batch)
+        _detail_views(con, lake_dir)
         _save_survey(con, survey, held)
         _save_unfinished(con, survey, survey.candidates | pending)
     finally:
@@ -403,8 +486,16 @@ def _update(
     load_s = time.perf_counter() - load_start
     models_start = time.perf_counter()
     # Views and seeds exist since the last full build; only tables and marts take the batch.
-    result = dbt.run(warehouse_path, ["run", "--exclude", "config.materialized:view"])
+    result = dbt.run(warehouse_path, INCREMENTAL_ARGS)
     models_s = time.perf_counter() - models_start
+    log.info(
+        "warehouse %s: %d new runs (load %.1f s, models %.1f s); dbt %s",
+        warehouse_path,
+        len(batch),
+        load_s,
+        models_s,
+        result.parse_mode,
+    )
     con = _connect(warehouse_path)
     try:
         _append_loaded(con, batch)
@@ -422,7 +513,42 @@ def _update(
         models_s,
         time.perf_counter() - start,
         result.nodes,
+        result.parse_mode,
     )
+
+
+def _rebuild_batches(complete: set[tuple[str, str]]) -> list[set[tuple[str, str]]]:
+    """The runs of a full rebuild in bounded batches, oldest first: one period (UTC month) at a
+    time, at most REBUILD_BATCH_RUNS runs each. Each batch is what an incremental update of
+    that month would add, so the marts come out as a sequence of updates makes them."""
+    batches: list[set[tuple[str, str]]] = []
+    current: list[tuple[str, str]] = []
+    for env, run in sorted(complete, key=lambda key: (key[1], key[0])):
+        if current and (
+            lake.run_period(run) != lake.run_period(current[-1][1])
+            or len(current) >= REBUILD_BATCH_RUNS
+        ):
+            batches.append(set(current))
+            current = []
+        current.append((env, run))
+    return [*batches, set(current)] if current or not batches else batches
+
+
+def building_path(warehouse_path: Path) -> Path:
+    """Where a full rebuild builds: a hidden folder beside the warehouse holding a file of the
+    same name (dbt-duckdb names the database after the file, and dbt's parse follows that
+    name: the same name lets the update after a rebuild reuse the rebuild's parse)."""
+    return warehouse_path.with_name(f".{warehouse_path.name}.building") / warehouse_path.name
+
+
+def _remove_building(warehouse_path: Path) -> None:
+    """Remove what a killed rebuild left (its folder, or an older version's file and WAL)."""
+    folder = building_path(warehouse_path).parent
+    if folder.is_dir():
+        shutil.rmtree(folder, ignore_errors=True)
+    for leftover in (folder, folder.with_name(folder.name + ".wal")):
+        if not leftover.is_dir():
+            leftover.unlink(missing_ok=True)
 
 
 def _rebuild(
@@ -432,47 +558,75 @@ def _rebuild(
     start: float,
     until_run_id: str | None,
 ) -> UpdateResult:
-    """Build a new warehouse from every current lake file and swap it into place."""
-    # The same name every time (the caller holds the warehouse's lock), so dbt's parse of
-    # the project for this file is reused; a file left by a killed rebuild is replaced.
-    tmp = warehouse_path.with_name(f".{warehouse_path.name}.building")
-    for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
-        leftover.unlink(missing_ok=True)
+    """Build a new warehouse from every current lake file, a month at a time (bounded memory),
+    and swap it into place."""
+    tmp = building_path(warehouse_path)
+    _remove_building(warehouse_path)
+    tmp.parent.mkdir(parents=True)
+    load_s = models_s = 0.0
+    nodes: list[tuple[str, str, float]] = []
     try:
         load_start = time.perf_counter()
         survey = _survey(lake_dir, {}, set())
         complete = _wanted(survey.candidates, until_run_id)
+        batches = _rebuild_batches(complete)
         con = _connect(tmp)
         try:
             con.execute(f"create table {META} (key varchar, value varchar)")
             con.execute(f"create table {LOADED} (env varchar, run_id varchar)")
-            _set_meta(con, state="updating")
-            read = _load_batch(con, survey, complete)
+            _set_meta(con, state="updating", lake=str(lake_dir))
             _save_survey(con, survey, survey.candidates - complete)
             _save_unfinished(con, survey, survey.candidates)
         finally:
             con.close()
-        load_s = time.perf_counter() - load_start
-        models_start = time.perf_counter()
-        result = dbt.run(
-            tmp,
-            ["build", "--full-refresh", "--resource-type", "seed", "--resource-type", "model"],
-        )
-        models_s = time.perf_counter() - models_start
+        load_s += time.perf_counter() - load_start
+        read = 0
+        parse_mode = ""
+        for index, batch in enumerate(batches):
+            load_start = time.perf_counter()
+            con = _connect(tmp)
+            try:
+                read += _load_batch(con, survey, batch)
+                if index == 0:
+                    _detail_views(con, lake_dir)
+            finally:
+                con.close()
+            load_s += time.perf_counter() - load_start
+            models_start = time.perf_counter()
+            args = FULL_ARGS if index == 0 else INCREMENTAL_ARGS
+            # The final path's dbt state: the update after this rebuild reuses its parse.
+            result = dbt.run(tmp, args, state_for=warehouse_path)
+            models_s += time.perf_counter() - models_start
+            parse_mode = parse_mode or result.parse_mode
+            nodes += result.nodes
+            con = _connect(tmp)
+            try:
+                _append_loaded(con, batch)
+            finally:
+                con.close()
         con = _connect(tmp)
         try:
-            _append_loaded(con, complete)
             _set_meta(con, state="ok", **_expected_meta())
             con.execute("checkpoint")
         finally:
             con.close()
     except BaseException:
-        tmp.unlink(missing_ok=True)
-        tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
+        _remove_building(warehouse_path)
         raise
     # A WAL beside the old file belongs to the old file: it must not meet the new one.
     warehouse_path.with_name(warehouse_path.name + ".wal").unlink(missing_ok=True)
     os.replace(tmp, warehouse_path)
+    _remove_building(warehouse_path)
+    log.info(
+        "warehouse %s rebuilt (%s): %d runs in %d batches (load %.1f s, models %.1f s); dbt %s",
+        warehouse_path,
+        reason,
+        len(complete),
+        len(batches),
+        load_s,
+        models_s,
+        parse_mode,
+    )
     return UpdateResult(
         warehouse_path,
         "full",
@@ -482,7 +636,9 @@ def _rebuild(
         load_s,
         models_s,
         time.perf_counter() - start,
-        result.nodes,
+        nodes,
+        parse_mode,
+        len(batches),
     )
 
 
@@ -498,4 +654,8 @@ def connect_read_only(warehouse_path: str | Path) -> duckdb.DuckDBPyConnection:
         raise FileNotFoundError(
             f"{path}: no warehouse yet (run `yardstick run` or `yardstick report`)"
         )
-    return duckdb.connect(str(path), read_only=True)
+    con = duckdb.connect(str(path), read_only=True)
+    # The detail views read an S3 lake in place: give this connection the lake's filesystem.
+    if _meta(con).get("lake", "").startswith("s3://"):
+        lakefs.register(con)
+    return con

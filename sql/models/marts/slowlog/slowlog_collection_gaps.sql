@@ -9,7 +9,11 @@
    unless a RESET or a max-len of 0 emptied it: tasks/slowlog.py records the evidence).
    Verified evidence counts losses; an unverified one (before 7.0, where commandstats
    cannot tell RESET from GET) counts only once the next collection still holds id 0.
-   Where the ids cannot be placed the losses are unknown (null) with a reason, never 0. */
+   Where the ids cannot be placed the losses are unknown (null) with a reason, never 0.
+
+   The queue's oldest and newest ids and its length come from the collection row (a
+   collection lands only the entries above its cursor); files written before those columns
+   landed every entry read, so their entries give the same figures. */
 {% set prior = prior_relation('slowlog_server_runs') %}
 
 with ids as (
@@ -19,7 +23,14 @@ with ids as (
 ),
 
 fresh as (
-    select c.*, i.min_id, i.max_id, coalesce(i.entries, 0) as entries, false as is_prior,
+    select
+        c.*,
+        coalesce(c.oldest_queued_id, i.min_id) as min_id,
+        coalesce(c.newest_queued_id, i.max_id) as max_id,
+        /* A queue read whole but landed in part: its length as read. */
+        case when c.newest_queued_id is not null then c.entries_returned
+            else coalesce(i.entries, 0) end as entries,
+        false as is_prior,
     from {{ ref('stg_slowlog_collections') }} as c
     left join ids as i on i.run_id = c.run_id and i.env = c.env
 ),
@@ -189,6 +200,7 @@ select
     r.entries as entries_returned,
     r.min_id,
     r.max_id,
+    r.landed_above_id,      /* entries above it were landed (null: every entry read) */
     /* -1: an earlier collection found the log empty before any entry (next id 0) */
     r.known_max_id,
     r.known_max_basis,      /* entries | empty_log | empty_log_confirmed */

@@ -1,7 +1,10 @@
 /* One row per environment, server run and SLOWLOG entry id: each entry once, attributed to the
    collection that saw it first. Ids are handed out in increasing order and a collection reads
-   the whole queue, so an id at or below the highest one an earlier update kept was kept then
-   (the state slowlog_server_runs). */
+   the whole queue, so an id at or below the highest one an earlier update's collections read
+   (the state slowlog_server_runs) was landed then: by those collections, or below their
+   cursors by complete runs started before them, which the warehouse loads first
+   (yardstick/storage/cursors.py). An entry landed again (a lost cursor, a run that started
+   before the collection it follows) is dropped here. */
 {% set prior = prior_relation('slowlog_server_runs') %}
 
 with known as (

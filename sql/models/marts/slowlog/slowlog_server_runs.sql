@@ -15,12 +15,15 @@ with fresh as (
     select
         c.env,
         c.server_run_id,
-        i.max_id,
+        /* The newest id the collection read (files before the column: the entries'). */
+        coalesce(c.newest_queued_id, i.max_id) as max_id,
         c.run_id as last_run_id,
         c.collected_at as last_collected_at,
         /* Only collections that read nothing found the log empty. */
-        case when i.max_id is null then c.empty_log_next_id end as empty_log_next_id,
-        case when i.max_id is null then c.empty_log_basis end as empty_log_basis,
+        case when coalesce(c.newest_queued_id, i.max_id) is null
+            then c.empty_log_next_id end as empty_log_next_id,
+        case when coalesce(c.newest_queued_id, i.max_id) is null
+            then c.empty_log_basis end as empty_log_basis,
     from {{ ref('stg_slowlog_collections') }} as c
     left join (
         select run_id, env, max(entry_id) as max_id,

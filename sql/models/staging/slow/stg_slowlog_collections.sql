@@ -18,4 +18,8 @@ select
     empty_log_next_id,      /* an empty log: its next entry's id (0), null if unknown */
     empty_log_basis,        /* why (tasks/slowlog.py); null where the log was not empty
                                or the file predates the column */
+    oldest_queued_id,       /* the queue as read: its oldest and newest entry ids (null:
+                               empty, or the file predates the columns: every entry read */
+    newest_queued_id,       /* was landed then, the entries say) */
+    landed_above_id,        /* only entries above this id were landed (null: all read) */
 from {{ source('lake', 'raw_slowlog_collections') }}

@@ -1,5 +1,7 @@
-/* One row per SLOWLOG entry each collection of the batch read (an entry recurs across
-   collections until it leaves the queue). */
+/* One row per SLOWLOG entry each collection of the batch landed: those above its cursor
+   (landed_above_id), every entry read in files before the cursor existed (an entry then
+   recurs across collections until it leaves the queue). Counts and ids of the queue come
+   from the collection row, not from here. */
 with source as (
     select * from {{ source('lake', 'raw_slowlog_entries') }}
 ),
