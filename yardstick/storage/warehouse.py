@@ -258,7 +258,12 @@ def _new_runs(
     return new, latest
 
 
-def _load_batch(con: duckdb.DuckDBPyConnection, survey: Survey, batch: set[tuple[str, str]]) -> int:
+def _load_batch(
+    con: duckdb.DuckDBPyConnection,
+    lake_dir: lakefs.LakePath,
+    survey: Survey,
+    batch: set[tuple[str, str]],
+) -> int:
     """Create raw_<table> with the rows of the batch's runs, and batch_runs; return files read.
     Detail tables (per key, per bucket) of a local lake are views over the batch's files: the
     models aggregate them where they lie and the warehouse never holds a copy."""
@@ -287,8 +292,10 @@ def _load_batch(con: duckdb.DuckDBPyConnection, survey: Survey, batch: set[tuple
         local = all(not isinstance(f.path, lakefs.ObjectPath) for f in chosen)
         if table in DETAIL_TABLES and chosen and local:
             # A view: dbt's connection reads the files itself (local paths need nothing
-            # registered); on S3 the batch's rows are copied like any other table's.
-            select = _lake_select(con, table, chosen, "batch_runs")
+            # registered); on S3 the batch's rows are copied like any other table's. A glob,
+            # not the batch's list: retention may delete an older file of the batch later,
+            # and a view naming it would then fail.
+            select = _lake_select(con, table, _detail_glob(lake_dir, table), "batch_runs")
             con.execute(
                 f"create view raw_{table} as {select} "
                 f"where t.run_id between {_quote(lowest)} and {_quote(highest)}"
@@ -352,6 +359,12 @@ def _lake_select(
     )
 
 
+def _detail_glob(lake_dir: lakefs.LakePath, table: str) -> str:
+    """Every landed file of a detail table (never compacted), as an absolute pattern."""
+    root = str(lake_dir) if isinstance(lake_dir, lakefs.ObjectPath) else str(lake_dir.resolve())
+    return f"{root}/{table}/*/*/*.parquet"
+
+
 def _drop_relation(con: duckdb.DuckDBPyConnection, name: str) -> None:
     """Drop a table or view of that name, whichever it is (DuckDB refuses the wrong kind)."""
     kinds = con.execute(
@@ -368,14 +381,10 @@ def _detail_views(con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath) -> 
     lake (retention drops them after `detail_days`), read in place at query time."""
     if isinstance(lake_dir, lakefs.ObjectPath):
         lakefs.register(con)
-        root = str(lake_dir)
-    else:
-        root = str(Path(lake_dir).resolve())
     for table in DETAIL_TABLES:
         present = lake.scan(lake_dir, [table], read_footers=False)
         _drop_relation(con, table)
-        glob = f"{root}/{table}/*/*/*.parquet"
-        select = _lake_select(con, table, glob if present else [], LOADED)
+        select = _lake_select(con, table, _detail_glob(lake_dir, table) if present else [], LOADED)
         if not present:  # read_parquet refuses a pattern that matches nothing
             select = f"select * from _yardstick_empty_{table}"
         con.execute(f"create view {table} as {select}")
@@ -477,7 +486,7 @@ def _update(
     con = _connect(warehouse_path)
     try:
         _set_meta(con, state="updating", lake=str(lake_dir))
-        read = _load_batch(con, survey, batch)
+        read = _load_batch(con, lake_dir, survey, batch)
         _detail_views(con, lake_dir)
         _save_survey(con, survey, held)
         _save_unfinished(con, survey, survey.candidates | pending)
@@ -541,14 +550,22 @@ def building_path(warehouse_path: Path) -> Path:
     return warehouse_path.with_name(f".{warehouse_path.name}.building") / warehouse_path.name
 
 
-def _remove_building(warehouse_path: Path) -> None:
-    """Remove what a killed rebuild left (its folder, or an older version's file and WAL)."""
+def _remove_building(warehouse_path: Path) -> list[Path]:
+    """Remove a rebuild's folder (or an older version's file and WAL); what was there."""
     folder = building_path(warehouse_path).parent
-    if folder.is_dir():
-        shutil.rmtree(folder, ignore_errors=True)
-    for leftover in (folder, folder.with_name(folder.name + ".wal")):
-        if not leftover.is_dir():
+    found = [p for p in (folder, folder.with_name(folder.name + ".wal")) if p.exists()]
+    for leftover in found:
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
             leftover.unlink(missing_ok=True)
+    return found
+
+
+def _clear_killed_rebuild(warehouse_path: Path) -> None:
+    """Before a rebuild: remove what a killed one left, and say so."""
+    for leftover in _remove_building(warehouse_path):
+        log.warning("removed %s, left by a rebuild that was killed", leftover)
 
 
 def _rebuild(
@@ -561,7 +578,7 @@ def _rebuild(
     """Build a new warehouse from every current lake file, a month at a time (bounded memory),
     and swap it into place."""
     tmp = building_path(warehouse_path)
-    _remove_building(warehouse_path)
+    _clear_killed_rebuild(warehouse_path)
     tmp.parent.mkdir(parents=True)
     load_s = models_s = 0.0
     nodes: list[tuple[str, str, float]] = []
@@ -586,7 +603,7 @@ def _rebuild(
             load_start = time.perf_counter()
             con = _connect(tmp)
             try:
-                read += _load_batch(con, survey, batch)
+                read += _load_batch(con, lake_dir, survey, batch)
                 if index == 0:
                     _detail_views(con, lake_dir)
             finally:
