@@ -2,33 +2,45 @@
 every few minutes each, as Arrow tables in the lake's file schema (run_id first).
 
 Everything is a pure function of (environment index, UTC day, collections per day, keys), so a
-month generated for a 365-day lake and for a 730-day lake is the same file. Shapes follow what
-the tasks land: a collection (flows/collect.py) lands runs (1 row, profile 'collect'), steps (3),
-slowlog_collections (1), slowlog_entries (the whole queue: SLOWLOG GET -1 re-reads up to
-slowlog-max-len entries every time), latency_collections (1; the monitor is off, so
-latency_latest and latency_history land no file) and commandstats_snapshots (one row per
-command, cumulative since the server started). A nightly run lands the old generator's tables
-plus the key-space scan (keyspace_scans, keyspace_commandstats, keyspace_keys)."""
+month generated for a 365-day lake and for a 730-day lake is the same file.
+
+What a night and a collection land follows a real run (bench/real_shape.json, written by
+bench/real_shape.py): every table the real scratch nightly, read-only nightly and collection
+landed, with their row counts. The tables whose values make the figures and trends (runs,
+fingerprint, round trip, counters, SLOWLOG, latency monitor, benchmark, intrinsic, key space)
+are modelled here, night after night (steps in the round trip, upgrades, restarts); every other
+table is the real run's rows replayed (timestamps moved to the night, floats jittered). Columns
+come from the declared schemas (`file_schema`), never from this file: a column the model does
+not know takes the real run's value, else null, so a new column never breaks the generator.
+
+Collections land only what is new: SLOWLOG entries logged since the previous collection (0-5,
+not the whole queue; `slowlog_collections` says which ids the queue held and the cursor above
+which it landed), and latency-monitor samples newer than the last landed. The latency monitor
+is on in two environments of three (latency_latest and latency_history land there)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import random
 from collections import defaultdict
 from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from yardstick import CLIENT_NAME_PREFIX, __version__
-from yardstick.storage.schemas import SCHEMA_VERSION, file_schema, to_table
+from yardstick.storage.schemas import DETAIL_TABLES, SCHEMA_VERSION, TABLES, file_schema
 
+SHAPE_PATH = Path(__file__).resolve().parent / "real_shape.json"
 # Bump when generated content changes: cached units of an older generator are not reused.
-GENERATOR = "3"
+GENERATOR = "5"
 # The last day of every lake is the night before TONIGHT; tonight is landed by the bench.
-TONIGHT = date(2025, 12, 31)
+TONIGHT = date(2025, 12, 20)
 # Night 0 of the environments' character (steps, upgrades): two years before tonight.
 BASE_DAY = TONIGHT - timedelta(days=730)
 # Slots of the SLOWLOG stream are counted from here (a server running since before it).
@@ -42,6 +54,7 @@ COMMANDS = (
     " zadd zrange info config|get client|setname"
 ).split()
 WINDOWS = 5
+PING_WINDOW_S = 5.0
 BUCKET_GROWTH = 1.02  # the probe's histogram: 2 % buckets (tasks/roundtrip.py)
 SLOWLOG_MAX_LEN = 128
 SLOWLOG_NEW_MAX = 5  # 0..5 new application entries between two collections
@@ -85,6 +98,167 @@ KEYSPACE_COMMANDS = ["scan", "memory|usage", "type", "object|encoding"] + [
     "zcard",
 ]
 _TS = pa.timestamp("us", tz="UTC")
+# Days after TONIGHT the streams cover: tonight and the warm nights after it are landed by the
+# bench, all in TONIGHT's month (a new month adds every table's first file of that month).
+AFTER_DAYS = 10
+# Tables whose rows follow the streams here (SLOWLOG, latency monitor) or the bench's --keys,
+# not the real run's count.
+STREAM_TABLES = frozenset({"slowlog_entries", "latency_history", "latency_latest"})
+SCALED_TABLES = frozenset({"keyspace_keys"})
+# Latency samples new between two collections of a server with the monitor on: 0, 1 or 2.
+LATENCY_NEW_P = (0.85, 0.12, 0.03)
+
+
+# -- the real run's shape ---------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def real_shape() -> dict:
+    """bench/real_shape.json: per run kind, the families, rows per table and example rows."""
+    if not SHAPE_PATH.exists():
+        raise SystemExit(f"{SHAPE_PATH} is missing: run .venv/bin/python bench/real_shape.py")
+    return json.loads(SHAPE_PATH.read_text())
+
+
+def kind_shape(kind: str) -> dict:
+    """The shape of one run kind (scratch_nightly, read_only_nightly, *_collection)."""
+    kinds = real_shape()["kinds"]
+    if kind not in kinds:
+        raise SystemExit(
+            f"bench/real_shape.json has no {kind!r} runs (it has {sorted(kinds)}): run "
+            ".venv/bin/python bench/real_shape.py"
+        )
+    return kinds[kind]
+
+
+def generator_key() -> str:
+    """GENERATOR, the real shape and every file schema: cached units of another key are not
+    reused (a new column or table regenerates the store)."""
+    digest = hashlib.sha256(SHAPE_PATH.read_bytes() if SHAPE_PATH.exists() else b"")
+    for table in sorted(TABLES):
+        digest.update(f"{table}:{file_schema(table)}".encode())
+    return f"{GENERATOR}-{digest.hexdigest()[:10]}"
+
+
+def latency_events() -> list[str]:
+    """The latency-monitor events the real run saw (LATENCY LATEST), else 'command'."""
+    names = set()
+    for data in real_shape()["kinds"].values():
+        names |= {row.get("event") for row in data["examples"].get("latency_latest", [])}
+    return sorted(n for n in names if n) or ["command"]
+
+
+def _example(kind: str, table: str, column: str) -> object:
+    """The first value the real run landed in `column` of `table` (None if none)."""
+    for row in kind_shape(kind)["examples"].get(table, []):
+        if row.get(column) is not None:
+            return row[column]
+    return None
+
+
+def _array(values: list, type_: pa.DataType) -> pa.Array:
+    """`values` as `type_`; nulls when the real run's values no longer fit the type."""
+    try:
+        return pa.array(values, type_)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return pa.nulls(len(values), type_)
+
+
+def _fill(kind: str, table: str, field: pa.Field, at_s: np.ndarray) -> pa.Array:
+    """A column the model does not make: the real run's value (timestamps moved to each run's
+    start), else null (a new column the real shape has not seen yet)."""
+    n = len(at_s)
+    value = _example(kind, table, field.name)
+    if value is None:
+        return pa.nulls(n, field.type)
+    if pa.types.is_timestamp(field.type):
+        return _ts(at_s + float(value))
+    return _array([value] * n, field.type)
+
+
+def conform(table: str, columns: dict[str, pa.Array], at_s: np.ndarray, kind: str) -> dict:
+    """The columns of `table`'s declared schema, in its order: the model's where it has them
+    (cast; a column the schema dropped is left out), else `_fill`; at_s: each row's run start."""
+    out = {}
+    for field in TABLES[table]:
+        data = columns.get(field.name)
+        if data is not None:
+            try:
+                out[field.name] = data.cast(field.type)
+                continue
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                pass  # the type changed: fall back to the real run's value
+        out[field.name] = _fill(kind, table, field, at_s)
+    return out
+
+
+@lru_cache(maxsize=512)
+def _replay_base(kind: str, table: str) -> tuple[dict[str, pa.Array], dict[str, np.ndarray], int]:
+    """The real run's rows of `table` as columns of its schema, cycled to the real row count:
+    (columns, timestamp offsets in s after the run's start, rows)."""
+    shape = kind_shape(kind)
+    rows = int(shape["rows"].get(table, 0))
+    examples = shape["examples"].get(table) or [{}]
+    cycled = [examples[i % len(examples)] for i in range(rows)]
+    columns, offsets = {}, {}
+    for field in TABLES[table]:
+        values = [row.get(field.name) for row in cycled]
+        if pa.types.is_timestamp(field.type):
+            offsets[field.name] = np.array(
+                [float(v) if v is not None else 0.0 for v in values], np.float64
+            )
+        else:
+            columns[field.name] = _array(values, field.type)
+    return columns, offsets, rows
+
+
+def replay(
+    kind: str, table: str, at_s: np.ndarray, jitter: np.ndarray | None = None
+) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """The real run's rows of `table` once per run starting at `at_s` (floats times `jitter`,
+    one factor per run): (columns, the index of each row's run)."""
+    base, offsets, m = _replay_base(kind, table)
+    n = len(at_s)
+    owner = np.repeat(np.arange(n), m)
+    take = pa.array(np.tile(np.arange(m), n))
+    out = {name: column.take(take) for name, column in base.items()}
+    for name, offset in offsets.items():
+        out[name] = _ts(np.repeat(at_s, m) + np.tile(offset, n))
+    if jitter is not None:
+        factor = pa.array(np.repeat(jitter, m))
+        for name, column in out.items():
+            if pa.types.is_floating(column.type) and not name.endswith("_s"):
+                out[name] = pc.multiply(column, factor.cast(column.type))
+    return out, owner
+
+
+def declared_tables(kind: str) -> set[str]:
+    """Every table the tool may land in a run of `kind`, from its own declarations (families
+    that may run there, runs and steps)."""
+    from yardstick.tasks.registry import families
+
+    collection = kind.endswith("_collection")
+    scratch = kind.startswith("scratch")
+    tables = {"runs", "steps"}
+    for family in families().values():
+        if (collection and not family.collected) or (not scratch and family.scratch_only):
+            continue
+        tables |= set(family.tables)
+    return tables
+
+
+def unknown_tables() -> dict[str, list[str]]:
+    """Per run kind, tables the tool declares that the real shape has never seen (rerun
+    bench/real_shape.py); empty when the shape is current."""
+    out = {}
+    for kind in KINDS:
+        missing = declared_tables(kind) - set(kind_shape(kind)["rows"])
+        if missing:
+            out[kind] = sorted(missing)
+    return out
+
+
+KINDS = ("scratch_nightly", "read_only_nightly", "scratch_collection", "read_only_collection")
 
 
 def env_name(index: int) -> str:
@@ -158,6 +332,13 @@ class EnvProfile:
         )
         self.url = f"redis://10.0.0.{index}:6379/0"
         self.host_group = f"host-{index:02d}"
+        # The latency monitor is on (threshold 1 ms) in two environments of three.
+        self.latency_monitor = index % 3 != 1
+
+    def kind(self, collection: bool) -> str:
+        """The real run kind this environment's runs follow (see real_shape.json)."""
+        mode = "scratch" if self.mode == "scratch" else "read_only"
+        return f"{mode}_{'collection' if collection else 'nightly'}"
 
     def version(self, restarts: int) -> str:
         """The Redis running after `restarts` upgrades."""
@@ -207,7 +388,7 @@ class SlowlogStream:
         self.env, self.per_day, self.max_len = env, per_day, max_len
         self.step_s = 86_400 / per_day
         self.origin_s = epoch_s(day_start(ORIGIN_DAY))
-        slots = (TONIGHT - ORIGIN_DAY).days * per_day + per_day
+        slots = (TONIGHT - ORIGIN_DAY).days * per_day + per_day * AFTER_DAYS
         rng = np.random.default_rng([env.index, per_day, 17])
         self.cum = np.cumsum(rng.integers(0, SLOWLOG_NEW_MAX + 1, size=slots, dtype=np.int64))
         # First slot of each server process and the entries created before it.
@@ -241,6 +422,33 @@ class SlowlogStream:
         start = np.repeat(np.cumsum(counts) - counts, counts)
         j = np.repeat(hi - 1, counts) - (np.arange(total) - start)
         return counts, j, owner
+
+    def landed(self, g: np.ndarray) -> dict[str, np.ndarray]:
+        """What the collections of slots `g` read and land: only the entries new since the
+        previous collection (the queue as read gives its oldest and newest id; the cursor is
+        the newest id landed before, -1 = none: that collection lands the whole queue)."""
+        restarts = self.server_of(g)
+        hi = self.cum[g]
+        base = self.base[restarts]
+        queued_lo = np.maximum(hi - self.max_len, base)
+        previous = np.maximum(g - 1, 0)
+        same_server = (g > 0) & (self.server_of(previous) == restarts)
+        seen_hi = np.where(same_server, self.cum[previous], base)
+        new_lo = np.maximum(seen_hi, queued_lo)
+        counts = hi - new_lo
+        total = int(counts.sum())
+        owner = np.repeat(np.arange(len(g)), counts)
+        start = np.repeat(np.cumsum(counts) - counts, counts)
+        j = np.repeat(hi - 1, counts) - (np.arange(total) - start)
+        return {
+            "queued": hi - queued_lo,
+            "oldest_id": np.where(hi > queued_lo, queued_lo - base, -1),
+            "newest_id": np.where(hi > queued_lo, hi - 1 - base, -1),
+            "cursor": np.where(same_server & (seen_hi > base), seen_hi - 1 - base, -1),
+            "restarts": restarts,
+            "j": j,
+            "owner": owner,
+        }
 
     def entries(self, j: np.ndarray, restarts: np.ndarray) -> dict[str, pa.Array]:
         """Columns of entries `j` (global indices) of the server after `restarts` upgrades."""
@@ -289,16 +497,19 @@ def _ts(seconds: np.ndarray) -> pa.Array:
     return pa.array(np.round(seconds * 1e6).astype(np.int64), pa.int64()).cast(_TS)
 
 
-def _finish(table: str, columns: dict[str, pa.Array], run_ids: pa.Array) -> pa.Table:
-    """A table in the lake file schema: run_id and schema_version first, types cast."""
+def _finish(
+    table: str, columns: dict[str, pa.Array], run_ids: pa.Array, at_s: np.ndarray, kind: str
+) -> pa.Table:
+    """A table in the lake file schema (run_id and schema_version first), its columns the
+    model's or `conform`'s; at_s: each row's run start."""
     schema = file_schema(table)
     n = len(run_ids)
     columns = {
         "run_id": run_ids,
         "schema_version": pa.array(np.full(n, SCHEMA_VERSION, np.int16)),
-        **columns,
+        **conform(table, columns, at_s, kind),
     }
-    return pa.table([columns[f.name].cast(f.type) for f in schema], schema=schema)
+    return pa.table([columns[f.name] for f in schema], schema=schema)
 
 
 def _const(value: object, n: int, type_: pa.DataType) -> pa.Array:
@@ -306,11 +517,189 @@ def _const(value: object, n: int, type_: pa.DataType) -> pa.Array:
     return pa.array([value] * n, type_) if n < 64 else pa.repeat(pa.scalar(value, type_), n)
 
 
+class LatencyStream:
+    """Latency-monitor samples of one environment (monitor on), collection slot after slot:
+    0-2 new samples per slot, each of one of the real run's events."""
+
+    def __init__(self, env: EnvProfile, per_day: int) -> None:
+        self.slowlog = stream(env.index, per_day, SLOWLOG_MAX_LEN)
+        rng = np.random.default_rng([env.index, per_day, 23])
+        slots = len(self.slowlog.cum)
+        new = rng.choice(len(LATENCY_NEW_P), size=slots, p=LATENCY_NEW_P).astype(np.int64)
+        self.cum = np.cumsum(new)
+        self.salt = env.index * 7_001 + 11
+        self.events = pa.array(latency_events(), pa.string())
+
+    def landed(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Samples newer than the last landed for each slot: (sample indices, owner slot)."""
+        previous = np.where(g > 0, self.cum[np.maximum(g - 1, 0)], 0)
+        counts = self.cum[g] - previous
+        owner = np.repeat(np.arange(len(g)), counts)
+        start = np.repeat(np.cumsum(counts) - counts, counts)
+        k = np.repeat(previous, counts) + (np.arange(int(counts.sum())) - start)
+        return k, owner
+
+    def samples(self, k: np.ndarray) -> dict[str, np.ndarray | pa.Array]:
+        """Columns of samples `k`: event, when (whole seconds, as LATENCY HISTORY), ms."""
+        s = self.slowlog
+        created = np.searchsorted(self.cum, k, side="right")
+        at_s = np.floor(s.slot_time_s(created) - _unit(k, self.salt) * s.step_s)
+        h = _mix(k, self.salt + 1)
+        return {
+            "event": self.events.take(pa.array((h % np.uint64(len(self.events))).astype(int))),
+            "at_s": at_s,
+            "ms": 1 + ((h >> np.uint64(9)) % np.uint64(40)).astype(np.int64),
+        }
+
+
+@lru_cache(maxsize=8)
+def latency_stream(index: int, per_day: int) -> LatencyStream:
+    """The latency-monitor stream of environment `index` (cached per process)."""
+    return LatencyStream(profile(index), per_day)
+
+
+def latency_tables(
+    env: EnvProfile,
+    kind: str,
+    g: np.ndarray,
+    at_s: np.ndarray,
+    run_ids: pa.Array,
+    server_ids: pa.Array,
+    per_day: int,
+    new_history: bool = True,
+) -> dict[str, pa.Table]:
+    """latency_collections, and with the monitor on latency_latest (one row per event seen)
+    and latency_history (samples newer than the last landed; none when `new_history` is
+    False: a nightly run between two collections)."""
+    n = len(g)
+    on = env.latency_monitor
+    events = latency_events() if on else []
+    out = {
+        "latency_collections": _finish(
+            "latency_collections",
+            {
+                "server_run_id": server_ids,
+                "collected_at": _ts(at_s + 0.01),
+                "threshold_ms": _const(1 if on else 0, n, pa.int64()),
+                "events": _const(len(events), n, pa.int32()),
+                "doctor_text": _const(
+                    _example(kind, "latency_collections", "doctor_text") if on else DOCTOR_OFF,
+                    n,
+                    pa.string(),
+                ),
+                "error": pa.nulls(n, pa.string()),
+            },
+            run_ids,
+            at_s,
+            kind,
+        )
+    }
+    if not on:
+        return out
+    lat = latency_stream(env.index, per_day)
+    last = np.maximum(lat.cum[g] - 1, 0)
+    latest = lat.samples(last)
+    m = len(events)
+    rows = np.repeat(np.arange(n), m)
+    out["latency_latest"] = _finish(
+        "latency_latest",
+        {
+            "server_run_id": server_ids.take(pa.array(rows)),
+            "event": pa.array(events * n, pa.string()),
+            "latest_at": _ts(np.repeat(latest["at_s"], m)),
+            "latest_ms": pa.array(np.repeat(latest["ms"], m)),
+            "max_ms": pa.array(np.repeat(np.maximum(latest["ms"], 25), m)),
+        },
+        run_ids.take(pa.array(rows)),
+        at_s[rows],
+        kind,
+    )
+    if new_history:
+        k, owner = lat.landed(g)
+        sample = lat.samples(k)
+        out["latency_history"] = _finish(
+            "latency_history",
+            {
+                "server_run_id": server_ids.take(pa.array(owner)),
+                "event": sample["event"],
+                "sampled_at": _ts(sample["at_s"]),
+                "latency_ms": pa.array(sample["ms"]),
+            },
+            run_ids.take(pa.array(owner)),
+            at_s[owner],
+            kind,
+        )
+    return out
+
+
+def slowlog_tables(
+    s: SlowlogStream,
+    kind: str,
+    g: np.ndarray,
+    at_s: np.ndarray,
+    run_ids: pa.Array,
+    server_ids: pa.Array,
+    versions: pa.Array,
+    uptime_s: np.ndarray,
+    max_len: int,
+    new_entries: bool = True,
+) -> dict[str, pa.Table]:
+    """slowlog_collections and slowlog_entries of the reads at slots `g`: only the entries new
+    since the previous collection land (none when `new_entries` is False: a nightly run a few
+    seconds after a collection)."""
+    n = len(g)
+    read = s.landed(g)
+    read_s = 0.0015 + read["queued"] * 0.00002
+    cursor = read["cursor"] if new_entries else read["newest_id"]
+
+    def ids(values: np.ndarray) -> pa.Array:
+        """Ids with -1 as null (an empty queue; no cursor)."""
+        return pa.array(values, pa.int64(), mask=values < 0)
+
+    out = {
+        "slowlog_collections": _finish(
+            "slowlog_collections",
+            {
+                "server_run_id": server_ids,
+                "redis_version": versions,
+                "uptime_s": pa.array(uptime_s),
+                "collected_at": _ts(at_s + read_s),
+                "slowlog_len": pa.array(read["queued"]),
+                "slowlog_max_len": _const(max_len, n, pa.int64()),
+                "log_slower_than_us": _const(10_000, n, pa.int64()),
+                "count_requested": _const(-1, n, pa.int64()),
+                "entries_returned": pa.array(read["queued"]),
+                "args_redacted": _const(True, n, pa.bool_()),
+                "tool_client_prefix": _const(CLIENT_NAME_PREFIX, n, pa.string()),
+                "read_s": pa.array(read_s),
+                "slowlog_reset_calls": _const(0, n, pa.int64()),
+                "oldest_queued_id": ids(read["oldest_id"]),
+                "newest_queued_id": ids(read["newest_id"]),
+                "landed_above_id": ids(cursor),
+            },
+            run_ids,
+            at_s,
+            kind,
+        )
+    }
+    if new_entries:
+        owner = read["owner"]
+        out["slowlog_entries"] = _finish(
+            "slowlog_entries",
+            s.entries(read["j"], read["restarts"][owner]),
+            run_ids.take(pa.array(owner)),
+            at_s[owner],
+            kind,
+        )
+    return out
+
+
 def collection_tables(
     index: int, days: list[date], per_day: int, max_len: int = SLOWLOG_MAX_LEN
 ) -> dict[str, pa.Table]:
     """Every table the collections of environment `index` land on `days`, run_id first."""
     env, s = profile(index), stream(index, per_day, max_len)
+    kind = env.kind(collection=True)
     g = np.concatenate([s.slot_of(d, 0) + np.arange(per_day) for d in days])
     run_ids = pa.array([collection_run_id(d, k, per_day) for d in days for k in range(per_day)])
     n = len(g)
@@ -322,61 +711,30 @@ def collection_tables(
     versions = pa.array([env.version(r) for r in range(restarts.max() + 1)]).take(
         pa.array(restarts)
     )
-    counts, j, owner = s.queue(g)
-    read_s = 0.0015 + counts * 0.00002
-    out: dict[str, pa.Table] = {}
-    out["slowlog_collections"] = _finish(
-        "slowlog_collections",
-        {
-            "server_run_id": server_ids,
-            "redis_version": versions,
-            "uptime_s": pa.array(uptime_s),
-            "collected_at": _ts(at_s + read_s),
-            "slowlog_len": pa.array(counts),
-            "slowlog_max_len": _const(max_len, n, pa.int64()),
-            "log_slower_than_us": _const(10_000, n, pa.int64()),
-            "count_requested": _const(-1, n, pa.int64()),
-            "entries_returned": pa.array(counts),
-            "args_redacted": _const(True, n, pa.bool_()),
-            "tool_client_prefix": _const(CLIENT_NAME_PREFIX, n, pa.string()),
-            "read_s": pa.array(read_s),
-        },
-        run_ids,
-    )
-    out["slowlog_entries"] = _finish(
-        "slowlog_entries", s.entries(j, restarts[owner]), run_ids.take(pa.array(owner))
-    )
-    out["latency_collections"] = _finish(
-        "latency_collections",
-        {
-            "server_run_id": server_ids,
-            "collected_at": _ts(at_s + 0.01),
-            "threshold_ms": _const(0, n, pa.int64()),
-            "events": _const(0, n, pa.int32()),
-            "doctor_text": _const(DOCTOR_OFF, n, pa.string()),
-            "error": pa.nulls(n, pa.string()),
-        },
-        run_ids,
-    )
+    out = slowlog_tables(s, kind, g, at_s, run_ids, server_ids, versions, uptime_s, max_len)
+    out |= latency_tables(env, kind, g, at_s, run_ids, server_ids, per_day)
+    snap = _counters(env, at_s, uptime_s, server_ids)
+    rows = np.repeat(np.arange(n), len(COMMANDS))
     out["commandstats_snapshots"] = _finish(
-        "commandstats_snapshots", _counters(env, at_s, uptime_s, server_ids), _rep(run_ids)
+        "commandstats_snapshots", snap, _rep(run_ids), at_s[rows], kind
     )
-    families = ["slowlog", "latency_monitor", "counters"]
-    step_at = np.repeat(at_s, 3) + np.tile(np.array([0.0, 0.004, 0.008]), n)
-    out["steps"] = _finish(
-        "steps",
-        {
-            "family": pa.array(families * n),
-            "status": _const("ok", 3 * n, pa.string()),
-            "reason": pa.nulls(3 * n, pa.string()),
-            "started_at": _ts(step_at),
-            "finished_at": _ts(step_at + 0.003),
-            "duration_s": _const(0.003, 3 * n, pa.float64()),
-            "window_s": _const(0.0, 3 * n, pa.float64()),
-        },
-        run_ids.take(pa.array(np.repeat(np.arange(n), 3))),
+    out |= replayed_tables(kind, at_s, run_ids, set(out) | {"runs"}, None)
+    out["runs"] = _finish(
+        "runs", _run_columns(env, "collect", at_s, 0.013, run_ids), run_ids, at_s, kind
     )
-    out["runs"] = _finish("runs", _run_columns(env, "collect", at_s, 0.013), run_ids)
+    return {table: data for table, data in out.items() if data.num_rows}
+
+
+def replayed_tables(
+    kind: str, at_s: np.ndarray, run_ids: pa.Array, modelled: set[str], jitter: np.ndarray | None
+) -> dict[str, pa.Table]:
+    """Every table the real run of `kind` landed rows in that is not `modelled` here: its rows
+    replayed once per run (steps among them: the real families, statuses, params)."""
+    out = {}
+    for table, rows in sorted(kind_shape(kind)["rows"].items()):
+        if rows and table not in modelled and table not in STREAM_TABLES and table in TABLES:
+            columns, owner = replay(kind, table, at_s, jitter)
+            out[table] = _finish(table, columns, run_ids.take(pa.array(owner)), at_s[owner], kind)
     return out
 
 
@@ -414,10 +772,13 @@ def _counters(
 
 
 def _run_columns(
-    env: EnvProfile, profile_name: str, at_s: np.ndarray, duration_s: float
+    env: EnvProfile, profile_name: str, at_s: np.ndarray, duration_s: float, run_ids: pa.Array
 ) -> dict[str, pa.Array]:
-    """The runs row of each run (one per instant)."""
+    """The runs row of each run (one per instant); site and the like follow the real run."""
     n = len(at_s)
+    flow_runs = pc.binary_join_element_wise(
+        _const(f"00000000-0000-4000-8000-{env.index:04d}", n, pa.string()), run_ids, "-"
+    )
     return {
         "profile": _const(profile_name, n, pa.string()),
         "started_at": _ts(at_s),
@@ -432,17 +793,21 @@ def _run_columns(
         "same_server_as": pa.nulls(n, pa.string()),
         "prober_on_host": _const(env.prober_on_host, n, pa.bool_()),
         "tool_version": _const(__version__, n, pa.string()),
+        "prober_hostname": _const(f"prober-{env.index % 4}", n, pa.string()),
+        "prober_pid": pa.array(4_000 + (np.arange(n) * 7 + env.index) % 60_000, pa.int64()),
+        "flow_run_id": flow_runs,
     }
 
 
 def _histogram(
     rng: random.Random, window: int, median_us: float, samples: int
 ) -> tuple[list[dict], float, float, float]:
-    """Log-normal RTTs (sigma 0.2 in ln) on the probe's 2 % buckets, about 60 non-empty, with
-    a thin slow tail; rows, and the exact min, max and mean they stand for."""
+    """Log-normal RTTs (sigma 0.35 in ln) on the probe's 2 % buckets, with a thin slow tail
+    (0.5 % of the samples, up to 150x the median): about 130 non-empty buckets a window, as
+    the real nightly's 5-second windows land; rows, and the exact min, max and mean."""
     log_growth = math.log(BUCKET_GROWTH)
     centre = math.log(median_us) / log_growth
-    sigma_buckets = 0.2 / log_growth
+    sigma_buckets = 0.35 / log_growth
     rows: list[tuple[int, int]] = []
     first = math.floor(centre - 3 * sigma_buckets)
     last = math.ceil(centre + 3 * sigma_buckets)
@@ -451,8 +816,8 @@ def _histogram(
         count = int(samples * math.exp(-z * z / 2) / (sigma_buckets * math.sqrt(2 * math.pi)))
         if count:
             rows.append((bucket, count))
-    for _ in range(rng.randint(2, 5)):
-        rows.append((math.floor(centre + rng.uniform(28, 82)), 1))
+    for _ in range(max(2, samples // 200)):
+        rows.append((math.floor(centre + 3 * sigma_buckets + rng.uniform(1, 200)), 1))
     merged: dict[int, int] = defaultdict(int)
     for bucket, count in rows:
         merged[bucket] += count
@@ -488,13 +853,7 @@ def nightly_rows(
     rtt_median_us = env.rtt_us * env.factor(env.rtt_steps, night) * jitter
     server_us = env.server_us * version_gain * (1 + rng.gauss(0, env.noise / 2))
     load_1m = max(0.0, rng.gauss(0.6, 0.3))
-    scratch = env.mode == "scratch"
-    families = ["fingerprint", "round_trip", "slowlog", "latency_monitor", "counters"]
-    if scratch and env.prober_on_host:
-        families.insert(1, "intrinsic")
-    if scratch:
-        families.append("throughput")
-    families.append("keyspace")
+    landed = kind_shape(env.kind(collection=False))["rows"]
     tables: dict[str, list[dict]] = {}
     fingerprint = {
         ("server", "redis_version"): version,
@@ -526,7 +885,7 @@ def nightly_rows(
         ("keyspace", "db0"): f"keys={keys},expires={keys // 5},avg_ttl=86400000",
         ("config", "slowlog-log-slower-than"): "10000",
         ("config", "slowlog-max-len"): str(max_len),
-        ("config", "latency-monitor-threshold"): "0",
+        ("config", "latency-monitor-threshold"): "1" if env.latency_monitor else "0",
         ("config", "maxmemory"): "0",
         ("config", "maxmemory-policy"): "noeviction",
         ("config", "save"): "",
@@ -550,6 +909,9 @@ def nightly_rows(
         ("prober", "redis_py"): "5.2.1",
         ("prober", "tool_version"): __version__,
     }
+    # The rest of what the real run's INFO and CONFIG said, as it said it.
+    for row in kind_shape(env.kind(collection=False))["examples"].get("fingerprint", []):
+        fingerprint.setdefault((row.get("section"), row.get("key")), row.get("value"))
     tables["fingerprint"] = [
         {"section": s, "key": k, "value": v} for (s, k), v in fingerprint.items()
     ]
@@ -557,13 +919,14 @@ def nightly_rows(
     calls = {c: 1000 + uptime_s // 86_400 * rng.randint(500, 5000) for c in COMMANDS}
     usec_per_call = {c: (server_us if c == "ping" else rng.uniform(1, 30)) for c in COMMANDS}
     for w in range(WINDOWS):
-        t0 = at + timedelta(seconds=10 + 1.2 * w)
-        samples = int(1e6 / (rtt_median_us + 1000))
+        t0 = at + timedelta(seconds=10 + 5.2 * w)
+        # 5-second windows at 1 ms pacing, as the real nightly's (~4,000 samples each).
+        samples = int(PING_WINDOW_S * 1e6 / (rtt_median_us + 1000))
         rows, lo, hi, mean = _histogram(rng, w, rtt_median_us, samples)
         samples = sum(r["count"] for r in rows)
         histogram += rows
         windows.append(
-            {"window_idx": w, "started_at": t0, "window_s": 1.0, "interval_ms": 1.0,
+            {"window_idx": w, "started_at": t0, "window_s": PING_WINDOW_S, "interval_ms": 1.0,
              "samples": samples, "rtt_min_us": lo, "rtt_max_us": hi, "rtt_mean_us": mean,
              "host_busy_share": rng.uniform(0.05, 0.4)}
         )  # fmt: skip
@@ -585,31 +948,14 @@ def nightly_rows(
             for p, m in ((50.0, 1.0), (99.0, 2.5), (99.9, 6.0))
         ]  # fmt: skip
     tables["ping_windows"] = windows
-    tables["ping_histogram"] = histogram
+    tables["ping_histogram"] = histogram  # a detail table: nightly_run keeps it or not
     tables["commandstats"] = counters
     tables["latencystats"] = percentiles
     # The nightly's own slowlog, latency and counters families read what a collection reads.
     at_s = np.array([epoch_s(at) + 20.0])
     snap = _counters(env, at_s, np.array([uptime_s + 20]), pa.array([server_run_id]))
     tables["commandstats_snapshots"] = pa.table(snap).to_pylist()
-    s = stream(index, per_day, max_len)
-    g = np.array([int((at_s[0] - s.origin_s) // s.step_s)])
-    counts, j, _owner = s.queue(g)
-    tables["slowlog_collections"] = [
-        {"server_run_id": server_run_id, "redis_version": version, "uptime_s": uptime_s,
-         "collected_at": at + timedelta(seconds=20), "slowlog_len": int(counts[0]),
-         "slowlog_max_len": max_len, "log_slower_than_us": 10_000, "count_requested": -1,
-         "entries_returned": int(counts[0]), "args_redacted": True,
-         "tool_client_prefix": CLIENT_NAME_PREFIX, "read_s": 0.004}
-    ]  # fmt: skip
-    tables["slowlog_entries"] = (
-        pa.table(s.entries(j, np.full(len(j), restarts))).to_pylist() if len(j) else []
-    )
-    tables["latency_collections"] = [
-        {"server_run_id": server_run_id, "collected_at": at + timedelta(seconds=21),
-         "threshold_ms": 0, "events": 0, "doctor_text": DOCTOR_OFF, "error": None}
-    ]  # fmt: skip
-    if "intrinsic" in families:
+    if landed.get("intrinsic") and env.prober_on_host:
         avg_ns = 30 * version_gain * (1 + rng.gauss(0, 0.02))
         max_us = rng.uniform(30, 400)
         tables["intrinsic"] = [
@@ -620,7 +966,7 @@ def nightly_rows(
              "load_1m_before": load_1m, "tool_path": "/usr/bin/redis-cli",
              "tool_version": version}
         ]  # fmt: skip
-    if "throughput" in families:
+    if landed.get("benchmark"):
         tables["benchmark"] = _benchmark(env, rng, night, at, version_gain, version)
     tables["keyspace_scans"] = [_scan_row(at, keys, rng)]
     tables["keyspace_commandstats"] = [
@@ -630,16 +976,6 @@ def nightly_rows(
         for c, calls_n in ((c, scale * keys // (1 if c != "scan" else 1000)) for c in
                            KEYSPACE_COMMANDS)
     ]  # fmt: skip
-    duration_s = 90.0
-    tables["steps"] = [
-        {"family": f, "status": "ok", "reason": None, "started_at": at,
-         "finished_at": at + timedelta(seconds=5), "duration_s": 5.0,
-         "window_s": 5.0 if f == "round_trip" else None}
-        for f in families
-    ]  # fmt: skip
-    tables["runs"] = pa.table(
-        _run_columns(env, "nightly", np.array([epoch_s(at)]), duration_s)
-    ).to_pylist()
     return tables
 
 
@@ -729,6 +1065,91 @@ def keyspace_keys(index: int, day: date, keys: int) -> pa.Table:
     )
 
 
+# Nightly tables modelled here; the others a real run landed are replayed (`replayed_tables`).
+NIGHTLY_MODELLED = frozenset(
+    {
+        "runs", "fingerprint", "ping_windows", "ping_histogram", "commandstats", "latencystats",
+        "commandstats_snapshots", "intrinsic", "benchmark", "keyspace_scans",
+        "keyspace_commandstats", "keyspace_keys", "slowlog_collections", "slowlog_entries",
+        "latency_collections", "latency_latest", "latency_history",
+    }
+)  # fmt: skip
+
+
+def nightly_run(
+    index: int, day: date, per_day: int, keys: int, max_len: int, with_detail: bool
+) -> dict[str, pa.Table]:
+    """Every table one nightly run of environment `index` lands on `day` (run_id first), the
+    detail tables only `with_detail` (older nights' were dropped by retention)."""
+    env = profile(index)
+    kind = env.kind(collection=False)
+    landed = kind_shape(kind)["rows"]
+    run_id = nightly_run_id(day)
+    at = datetime.combine(day, NIGHTLY_AT, tzinfo=UTC) + timedelta(seconds=45 * index)
+    at_s = np.array([epoch_s(at)])
+    rows = nightly_rows(index, day, per_day, keys, max_len)
+    tables: dict[str, pa.Table] = {}
+    for table, table_rows in rows.items():
+        if not table_rows or not landed.get(table):
+            continue  # the real run of this kind lands no such rows
+        data = pa.Table.from_pylist(table_rows)
+        n = data.num_rows
+        tables[table] = _finish(
+            table,
+            {c: data[c].combine_chunks() for c in data.column_names},
+            pa.array([run_id] * n, pa.string()),
+            np.full(n, at_s[0]),
+            kind,
+        )
+    if with_detail and landed.get("keyspace_keys"):
+        data = keyspace_keys(index, day, keys)
+        tables["keyspace_keys"] = _finish(
+            "keyspace_keys",
+            {c: data[c].combine_chunks() for c in data.column_names},
+            pa.array(np.full(data.num_rows, run_id, dtype=object), pa.string()),
+            np.full(data.num_rows, at_s[0]),
+            kind,
+        )
+    # The nightly's own SLOWLOG and latency reads, 20 s after the 02:00 collection: nothing
+    # new to land since it, the queue as read and the cursor recorded.
+    s = stream(index, per_day, max_len)
+    read_at = at_s + 20.0
+    g = ((read_at - s.origin_s) // s.step_s).astype(np.int64)
+    restarts = s.server_of(g)
+    server_ids = pa.array([env.server_run_id(int(r)) for r in restarts])
+    versions = pa.array([env.version(int(r)) for r in restarts])
+    uptime_s = (read_at - env.starts_s[restarts]).astype(np.int64)
+    run_ids = pa.array([run_id])
+    for table, data in (
+        slowlog_tables(s, kind, g, read_at, run_ids, server_ids, versions, uptime_s, max_len,
+                       new_entries=False)
+        | latency_tables(env, kind, g, read_at, run_ids, server_ids, per_day,
+                         new_history=False)
+    ).items():  # fmt: skip
+        if table in landed:
+            tables[table] = data
+    rng = random.Random(f"replay:{index}:{night_of(day)}")
+    jitter = np.array([1 + rng.gauss(0, env.noise)])
+    replayed = replayed_tables(kind, at_s, run_ids, NIGHTLY_MODELLED, jitter)
+    if "steps" in replayed and not env.prober_on_host:
+        # The intrinsic family needs the server's host: skipped where the prober is elsewhere.
+        steps = replayed["steps"]
+        intrinsic = pc.equal(steps["family"], "intrinsic")
+        status = pc.if_else(intrinsic, "skipped", steps["status"])
+        replayed["steps"] = steps.set_column(steps.schema.get_field_index("status"), "status",
+                                             status)  # fmt: skip
+    tables |= replayed
+    duration_s = float(_example(kind, "runs", "duration_s") or 90.0)
+    profile_name = str(_example(kind, "runs", "profile") or "nightly")
+    tables["runs"] = _finish(
+        "runs", _run_columns(env, profile_name, at_s, duration_s, run_ids), run_ids, at_s, kind
+    )
+    if not with_detail:
+        for table in DETAIL_TABLES:
+            tables.pop(table, None)
+    return {table: data for table, data in tables.items() if data.num_rows}
+
+
 def nightly_tables(
     index: int,
     days: list[date],
@@ -743,19 +1164,15 @@ def nightly_tables(
     detail: dict[str, dict[str, pa.Table]] = {}
     for day in days:
         run_id = nightly_run_id(day)
-        rows = nightly_rows(index, day, per_day, keys, max_len)
-        histogram = rows.pop("ping_histogram")
-        if day in detail_for:
-            detail[run_id] = {
-                "ping_histogram": to_table("ping_histogram", histogram),
-                "keyspace_keys": keyspace_keys(index, day, keys),
-            }
-        for table, table_rows in rows.items():
-            if not table_rows:
-                continue
-            data = to_table(table, table_rows)
-            ids = pa.array([run_id] * data.num_rows, pa.string())
-            parts[table].append(_finish(table, {c: data[c] for c in data.column_names}, ids))
+        tables = nightly_run(index, day, per_day, keys, max_len, day in detail_for)
+        for table in DETAIL_TABLES:
+            if table in tables:
+                data = tables.pop(table)
+                detail.setdefault(run_id, {})[table] = data.drop_columns(
+                    ["run_id", "schema_version"]
+                )
+        for table, data in tables.items():
+            parts[table].append(data)
     merged = {table: pa.concat_tables(tables) for table, tables in parts.items()}
     return merged, detail
 

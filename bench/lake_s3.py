@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,14 +28,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from yardstick.storage import compaction, lake, warehouse
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import free_port  # noqa: E402 - beside this file, not a package
+
+from yardstick.storage import compaction, lake, warehouse  # noqa: E402
 
 
 def start_moto(log: Path) -> tuple[subprocess.Popen, str]:
     """moto's S3 server on a free loopback port, with fake credentials in os.environ."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     with open(log, "w") as out:
         server = subprocess.Popen(

@@ -39,6 +39,9 @@ from yardstick.host.tools import find_tool
 from yardstick.settings.config import Environment
 from yardstick.tasks.keyspace import keys_table
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import load_line as load_average  # noqa: E402 - beside this file, not a package
+
 MEMKEYS, BIGKEYS, TOOL = "redis-cli --memkeys", "redis-cli --bigkeys", "yardstick scan"
 TARGETS = {MEMKEYS: 1.5, BIGKEYS: 1.0}
 # `1000 strings with 52000 bytes (…)`: per type, the total each C tool prints.
@@ -280,11 +283,6 @@ def stop_neighbours(neighbours: list[subprocess.Popen]) -> None:
         proc.terminate()
     for proc in neighbours:
         proc.wait(timeout=10)
-
-
-def load_average() -> str:
-    """The 1-minute load average, with the number of cores."""
-    return f"{os.getloadavg()[0]:.2f} (1 min, {os.cpu_count()} cores)"
 
 
 def spread(values: list[float], fmt: str = "{:,.0f}") -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -30,7 +29,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import REPO, free_port  # noqa: E402 - beside this file, not a package
+
 PREFECT = Path(sys.executable).parent / "prefect"
 RUNS_PER_DAY = 288  # the collect deployment's "*/5 * * * *"
 # Tables shown one by one (the rest are summed under "other").
@@ -45,13 +46,6 @@ SHOWN = [
     "artifact",
     "artifact_collection",
 ]
-
-
-def free_port() -> int:
-    """A TCP port free on the loopback interface right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def prefect_env(home: Path) -> dict[str, str]:
