@@ -206,7 +206,7 @@ def _exclusive(state: Path) -> Iterator[None]:
 
 def memory_limit_bytes() -> int:
     """DuckDB's memory bound for the warehouse (YARDSTICK_DUCKDB_MEMORY_MB, else a quarter of
-    the machine's memory, between 512 MiB and 2 GiB): beyond it DuckDB spills to a temporary
+    the machine's memory, between 512 MiB and 1 GiB): beyond it DuckDB spills to a temporary
     folder beside the file, so a rebuild's peak does not follow the history's length."""
     asked = os.environ.get("YARDSTICK_DUCKDB_MEMORY_MB")
     if asked:
@@ -221,7 +221,7 @@ def memory_limit_bytes() -> int:
             total = min(total, int(text))
     except OSError:
         pass
-    return max(512 * MiB, min(2 * GiB, total // 4))
+    return max(512 * MiB, min(GiB, total // 4))
 
 
 def duckdb_settings(threads: int | None = None) -> dict[str, object]:

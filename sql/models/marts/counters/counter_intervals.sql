@@ -31,6 +31,7 @@ snapshots as (
 ),
 
 paired as (
+    /* Each snapshot's previous one of the same server run (one row per snapshot). */
     select
         *,
         lag(run_id) over w as prev_run_id,
@@ -39,25 +40,46 @@ paired as (
     window w as (partition by env, server_run_id order by taken_at, run_id)
 ),
 
+with_previous as (
+    /* Each command's row with the same command's row before it in this server run: it is
+       the previous snapshot's when that snapshot listed the command. A window, not a join
+       of the counters with themselves: it sorts within bounded memory (spilling), where
+       the self-join of a month of collections did not. */
+    select
+        c.*,
+        p.prev_run_id,
+        p.prev_taken_at,
+        lag(c.run_id) over w as before_run_id,
+        lag(c.calls) over w as before_calls,
+        lag(c.usec) over w as before_usec,
+        lag(c.failed_calls) over w as before_failed_calls,
+        lag(c.rejected_calls) over w as before_rejected_calls,
+    from counters as c
+    join paired as p on p.run_id = c.run_id and p.env = c.env
+    window w as (partition by c.env, c.server_run_id, c.command order by c.taken_at, c.run_id)
+),
+
 deltas as (
     select
-        p.env,
-        p.server_run_id,
-        p.run_id,
-        p.taken_at,
-        p.prev_run_id,
-        epoch(p.taken_at) - epoch(p.prev_taken_at) as interval_s,
-        c.command,
-        /* A command absent from the earlier snapshot had not been called yet. */
-        c.calls - coalesce(b.calls, 0) as calls_delta,
-        c.usec - coalesce(b.usec, 0) as usec_delta,
-        c.failed_calls - coalesce(b.failed_calls, 0) as failed_calls_delta,
-        c.rejected_calls - coalesce(b.rejected_calls, 0) as rejected_calls_delta,
-    from paired as p
-    join counters as c on c.run_id = p.run_id and c.env = p.env
-    left join counters as b
-        on b.run_id = p.prev_run_id and b.env = p.env and b.command = c.command
-    where p.prev_run_id is not null and not p.is_prior
+        env,
+        server_run_id,
+        run_id,
+        taken_at,
+        prev_run_id,
+        epoch(taken_at) - epoch(prev_taken_at) as interval_s,
+        command,
+        /* The row before is the previous snapshot's, or the command was not in it: then it
+           had not been called yet (0). */
+        calls - coalesce(if(before_run_id = prev_run_id, before_calls, null), 0)
+            as calls_delta,
+        usec - coalesce(if(before_run_id = prev_run_id, before_usec, null), 0) as usec_delta,
+        failed_calls - coalesce(if(before_run_id = prev_run_id, before_failed_calls, null), 0)
+            as failed_calls_delta,
+        rejected_calls
+            - coalesce(if(before_run_id = prev_run_id, before_rejected_calls, null), 0)
+            as rejected_calls_delta,
+    from with_previous
+    where prev_run_id is not null and not is_prior
 ),
 
 flagged as (
