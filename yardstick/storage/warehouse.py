@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
@@ -111,7 +111,9 @@ def _survey(
     ranges: dict[str, tuple[str, str, lake.LakeFile]] = {}
     candidates: set[tuple[str, str]] = set()
     others: dict[tuple[str, str], set[str]] = {}
-    for f in present:
+    # The runs files first, so that the other files' runs already known complete are not
+    # listed again as possibly unfinished (a year of footers would not fit in memory twice).
+    for f in sorted(present, key=lambda f: f.table != "runs"):
         path = str(f.path)
         if path in replaced:
             continue
@@ -122,12 +124,15 @@ def _survey(
             f = f.with_footer()
             replaced.update(str(lake_dir / f.table / name) for name in f.replaces)
         runs = f.runs or ("",)
-        ranges[path] = (min(runs), max(runs), f)
+        # Only the range is kept: the footers' run lists of 50 environments x 12 months x 30
+        # tables are ~160 million strings (about 10 GiB).
+        ranges[path] = (min(runs), max(runs), replace(f, runs=(), replaces=()))
         if f.table == "runs":
             candidates.update((f.env, run) for run in f.runs)
         else:
             for run in f.runs:
-                others.setdefault((f.env, run), set()).add(f.table)
+                if (f.env, run) not in candidates:
+                    others.setdefault((f.env, run), set()).add(f.table)
     for path in replaced:
         ranges.pop(path, None)
     return Survey(ranges, replaced & present_paths, candidates, others)
