@@ -120,6 +120,12 @@ def redis_server(start_redis) -> RedisProcess:
     return start_redis()
 
 
+def with_debug(binary: RedisBinary, args: list[str]) -> list[str]:
+    """`args`, and DEBUG allowed where the server refuses it by default (7.0+; 6.2 does not
+    know the option and allows DEBUG)."""
+    return [*args, "--enable-debug-command", "yes"] if binary.version >= (7, 0, 0) else args
+
+
 def write_config(path: Path, environments: list[dict]) -> Path:
     """Write an environments file from plain dicts."""
     import yaml

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import redis
+from conftest import with_debug
 
 from yardstick.flows.collect import collect_context, collect_environments, collect_profile
 from yardstick.flows.landing import run_family
@@ -27,14 +28,9 @@ from yardstick.tasks.slowlog import collect_slowlog
 
 # slowlog-max-len 3 and a 20 ms threshold (DEBUG SLEEP 0.04 is logged, no command of a
 # collection's own is, even on a loaded machine); DEBUG is refused on 7.0+ unless enabled.
-DEBUG_ARGS = [
-    "--slowlog-max-len",
-    "3",
-    "--slowlog-log-slower-than",
-    "20000",
-    "--enable-debug-command",
-    "yes",
-]
+DEBUG_ARGS = ["--slowlog-max-len", "3", "--slowlog-log-slower-than", "20000"]
+
+
 # Columns of the collection row the cursor added: files written before them lack them.
 CURSOR_COLUMNS = ("oldest_queued_id", "newest_queued_id", "landed_above_id")
 GAP_COLUMNS = (
@@ -128,7 +124,7 @@ def test_cursor_lands_only_new_entries_and_losses_stay_those_of_whole_queues(
         whole_collect(env, whole_dir, run_id)
         return run_id
 
-    server = start_redis(newest_binary, DEBUG_ARGS)
+    server = start_redis(newest_binary, with_debug(newest_binary, DEBUG_ARGS))
     env, app = scratch(server), app_client(server)
     # A full queue of 128: quick commands logged at threshold 0, then only 20 ms ones are.
     app.config_set("slowlog-max-len", 128)
@@ -162,7 +158,9 @@ def test_cursor_lands_only_new_entries_and_losses_stay_those_of_whole_queues(
 
     # The same environment served by a new process (new run id, ids from 0): no cursor for
     # it, then one; a SLOWLOG RESET between two collections does not rewind the ids.
-    server = start_redis(newest_binary, [*DEBUG_ARGS[2:], "--slowlog-max-len", "128"])
+    server = start_redis(
+        newest_binary, with_debug(newest_binary, [*DEBUG_ARGS[2:], "--slowlog-max-len", "128"])
+    )
     env = scratch(server)
     both(env)
     sleeps(server, 2)
@@ -200,7 +198,9 @@ def test_cursor_lands_only_new_entries_and_losses_stay_those_of_whole_queues(
 
 def test_a_killed_collection_does_not_move_the_cursor(start_redis, newest_binary, tmp_path):
     lake_dir, ids = tmp_path / "lake", run_ids()
-    server = start_redis(newest_binary, [*DEBUG_ARGS[2:], "--slowlog-max-len", "128"])
+    server = start_redis(
+        newest_binary, with_debug(newest_binary, [*DEBUG_ARGS[2:], "--slowlog-max-len", "128"])
+    )
     env = scratch(server)
     sleeps(server, 2)
     complete = next(ids)
@@ -232,7 +232,7 @@ def test_a_collection_without_new_spikes_lands_one_sample_per_event(
     start_redis, newest_binary, tmp_path
 ):
     lake_dir, ids = tmp_path / "lake", run_ids()
-    args = ["--latency-monitor-threshold", "10", "--enable-debug-command", "yes"]
+    args = with_debug(newest_binary, ["--latency-monitor-threshold", "10"])
     server = start_redis(newest_binary, args)
     env = scratch(server)
 

@@ -11,6 +11,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 import redis
+from conftest import with_debug
 
 from yardstick.access.connect import open_client
 from yardstick.reports.render import render_reports
@@ -326,8 +327,7 @@ def debug_args(binary) -> list[str]:
     """Issue 9's setup: a queue of 3, a threshold of 20 ms (no command of the collection's
     own takes that long, even on a loaded machine: 1 ms let one in), DEBUG allowed (7.0+
     refuses it unless enabled; 6.2 does not know the option)."""
-    args = ["--slowlog-max-len", "3", "--slowlog-log-slower-than", "20000"]
-    return [*args, "--enable-debug-command", "yes"] if binary.version >= (7, 0, 0) else args
+    return with_debug(binary, ["--slowlog-max-len", "3", "--slowlog-log-slower-than", "20000"])
 
 
 def sleeps(server, times: int) -> None:
