@@ -297,10 +297,8 @@ def _load_batch(
         local = all(not isinstance(f.path, lakefs.ObjectPath) for f in chosen)
         if table in DETAIL_TABLES and chosen and local:
             # A view: dbt's connection reads the files itself (local paths need nothing
-            # registered); on S3 the batch's rows are copied like any other table's. A glob,
-            # not the batch's list: retention may delete an older file of the batch later,
-            # and a view naming it would then fail.
-            select = _lake_select(con, table, _detail_glob(lake_dir, table), "batch_runs")
+            # registered); on S3 the batch's rows are copied like any other table's.
+            select = _detail_select(con, lake_dir, table, "batch_runs")
             con.execute(
                 f"create view raw_{table} as {select} "
                 f"where t.run_id between {_quote(lowest)} and {_quote(highest)}"
@@ -336,38 +334,32 @@ def _load_batch(
     return read
 
 
-def _lake_select(
-    con: duckdb.DuckDBPyConnection, table: str, source: list[lake.LakeFile] | str, runs: str
+def _detail_select(
+    con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath, table: str, runs: str
 ) -> str:
-    """A select of one lake table's rows in raw_<table>'s shape (file columns, env from the
-    file's folder, date from the run id) from a list of files or a glob, for the runs listed
-    in the relation `runs` (env, run_id). A typed empty table stands first, so columns that
-    older files lack are null and every column keeps its declared type."""
+    """A select of a detail table's rows in raw_<table>'s shape (file columns, env from the
+    file's folder, date from the run id) for the runs listed in the relation `runs` (env,
+    run_id), read from every file of the table (a glob: detail files are never compacted, and
+    a view naming files would fail once retention deleted one). A typed empty table stands
+    first, so columns that older files lack are null and every column keeps its type."""
     typed = f"_yardstick_empty_{table}"
     empty = file_schema(table).empty_table()  # noqa: F841 - read by DuckDB's replacement scan
     con.execute(
         f"create or replace table {typed} as "
         f"select *, null::varchar as env, null::date as date from empty"
     )
-    if isinstance(source, str):
-        listing = _quote(source)
-    else:
-        listing = "[" + ", ".join(_quote(str(f.path)) for f in source) + "]"
+    if not lake.scan(lake_dir, [table], read_footers=False):
+        return f"select * from {typed}"  # read_parquet refuses a pattern that matches nothing
+    root = str(lake_dir) if isinstance(lake_dir, lakefs.ObjectPath) else str(lake_dir.resolve())
     env = "regexp_extract(t.filename, '/env=([^/]+)/', 1)"
     return (
         f"select * from {typed} union all by name "
         f"select t.* exclude (filename), {env} as env, "
         f"strptime(left(t.run_id, 8), '%Y%m%d')::date as date "
-        f"from read_parquet({listing}, filename = true, union_by_name = true, "
-        f"hive_partitioning = false) as t "
+        f"from read_parquet({_quote(f'{root}/{table}/*/*/*.parquet')}, filename = true, "
+        f"union_by_name = true, hive_partitioning = false) as t "
         f"semi join {runs} as b on b.env = {env} and b.run_id = t.run_id"
     )
-
-
-def _detail_glob(lake_dir: lakefs.LakePath, table: str) -> str:
-    """Every landed file of a detail table (never compacted), as an absolute pattern."""
-    root = str(lake_dir) if isinstance(lake_dir, lakefs.ObjectPath) else str(lake_dir.resolve())
-    return f"{root}/{table}/*/*/*.parquet"
 
 
 def _drop_relation(con: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -387,12 +379,8 @@ def _detail_views(con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath) -> 
     if isinstance(lake_dir, lakefs.ObjectPath):
         lakefs.register(con)
     for table in DETAIL_TABLES:
-        present = lake.scan(lake_dir, [table], read_footers=False)
         _drop_relation(con, table)
-        select = _lake_select(con, table, _detail_glob(lake_dir, table) if present else [], LOADED)
-        if not present:  # read_parquet refuses a pattern that matches nothing
-            select = f"select * from _yardstick_empty_{table}"
-        con.execute(f"create view {table} as {select}")
+        con.execute(f"create view {table} as {_detail_select(con, lake_dir, table, LOADED)}")
 
 
 def _connect(path: Path) -> duckdb.DuckDBPyConnection:
@@ -545,7 +533,9 @@ def _rebuild_batches(complete: set[tuple[str, str]]) -> list[set[tuple[str, str]
             batches.append(set(current))
             current = []
         current.append((env, run))
-    return [*batches, set(current)] if current or not batches else batches
+    if current or not batches:  # the last batch, or one empty batch for an empty lake
+        batches.append(set(current))
+    return batches
 
 
 def building_path(warehouse_path: Path) -> Path:
