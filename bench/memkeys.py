@@ -239,10 +239,12 @@ def run_tool(
         totals[f"{kind} bytes"] += usage or 0
         totals[f"{kind} elements"] += elements or 0
     # Untouched keys' idle time kept growing through the scan (whole seconds).
-    kept = sum(b >= a + int(result.wall_s) - 1 for a, b in zip(idle0, idle1, strict=True))
+    # A sampled key absent at a small --keys (idle time None) says nothing either way.
+    pairs = [(a, b) for a, b in zip(idle0, idle1, strict=True) if a is not None and b is not None]
+    kept = sum(b >= a + int(result.wall_s) - 1 for a, b in pairs)
     footprint = {
         "touch": result.touch_mode,
-        "idle": f"{kept}/{len(idle0)} sampled keys' idle time kept growing",
+        "idle": f"{kept}/{len(pairs)} sampled keys' idle time kept growing",
         "errorstats": "unchanged" if errors0 == errors1 else f"CHANGED: {errors0} -> {errors1}",
         "errors": f"{sum(result.errors.values())} error replies, {result.wrongtype} WRONGTYPE",
     }
