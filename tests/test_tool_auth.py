@@ -85,6 +85,7 @@ def _benchmarks_of(lines: CommandLines, port: int) -> list[str]:
     return [line for line in lines.seen if "redis-benchmark" in line and f" -p {port} " in line]
 
 
+@needs_benchmark
 def test_redis_benchmark_never_sees_the_password_and_its_user_is_gone_after(
     start_redis, monkeypatch, caplog
 ):
