@@ -20,8 +20,7 @@ from prefect.states import Failed, State
 from pydantic import BaseModel
 
 from yardstick import interrupt
-from yardstick.flows.hostlock import HostBusy, host_slot
-from yardstick.flows.landing import record_run, run_family, run_logger, unreachable_step
+from yardstick.flows.landing import run_logger
 from yardstick.flows.outcome import EnvOutcome
 from yardstick.flows.plan import (
     FAMILIES,
@@ -30,10 +29,11 @@ from yardstick.flows.plan import (
     host_groups,
 )
 from yardstick.flows.targets import configured_lake, environments, sites_of
+from yardstick.flows.units import measure_units
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import Profile, SlowlogProfile, get_profile
 from yardstick.storage import compaction, cursors, lake
-from yardstick.tasks.base import RunContext, utc_now
+from yardstick.tasks.base import RunContext
 
 # The families a collection runs (each declares itself `collected`): each reads, none changes
 # the server.
@@ -88,44 +88,24 @@ def collect_environment(
     context: RunContext,
     host_wait_s: float = HOST_WAIT_S,
 ) -> EnvOutcome:
-    """Collect one environment while holding its host's slot, land its tables; never raises
-    for a family's failure (the step records it)."""
-    started_at, start = utc_now(), time.perf_counter()
-    steps: list[dict] = []
-    families = families_for(env, COLLECT_FAMILIES)
-    # The host's lock, as the nightly flow takes it: a collection waits (a bounded time, so
+    """Collect one environment (each of its servers) while holding their hosts' slots, land
+    its tables; never raises for a family's failure (the step records it)."""
+    # The hosts' locks, as the nightly flow takes them: a collection waits (a bounded time, so
     # that collections cannot pile up behind a long experiment) instead of reading a server
-    # mid-experiment.
-    try:
-        with host_slot(
-            env, f"yardstick collect {run_id}", run_logger().info, wait_s=host_wait_s
-        ) as slot:
-            unreachable = slot.unreachable
-            if unreachable:
-                steps.append(unreachable_step(env, unreachable))
-            for family in families:
-                # Called plainly (no task run), retried as the task declares.
-                step = run_family(
-                    family, env, profile, context, run_id, lake_dir, unreachable, plain=True
-                )
-                steps.append(step)
-                if step.get("unreachable"):
-                    unreachable = step.pop("unreachable")
-    except (HostBusy, TimeoutError) as exc:
-        now = utc_now()
-        steps = [
-            {
-                "family": f.name,
-                "started_at": now,
-                "finished_at": now,
-                "duration_s": 0.0,
-                "window_s": 0.0,
-                "status": "skipped",
-                "reason": f"host busy: {exc}",
-            }
-            for f in families
-        ]
-    return record_run(env, profile, run_id, lake_dir, host_group, started_at, start, steps)
+    # mid-experiment. Called plainly (no task run), retried as the task declares.
+    return measure_units(
+        env,
+        profile,
+        run_id,
+        lake_dir,
+        host_group,
+        context,
+        lambda unit: families_for(unit, COLLECT_FAMILIES),
+        f"yardstick collect {run_id}",
+        run_logger().info,
+        wait_s=host_wait_s,
+        plain=True,
+    )
 
 
 def collect_context(
@@ -160,7 +140,11 @@ def collect_environments(
         label = host_group_label(group)
         # Environments on one host run one after another: a read perturbs the next.
         return [
-            collect_environment(env, profile, run_id, lake_dir, label, context) for env in group
+            part
+            for env in group
+            for part in collect_environment(
+                env, profile, run_id, lake_dir, label, context
+            ).with_members()
         ]
 
     with ThreadPoolExecutor(

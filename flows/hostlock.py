@@ -28,7 +28,7 @@ from yardstick import interrupt
 from yardstick.access.connect import open_client
 from yardstick.flows.landing import one_line
 from yardstick.settings.config import Environment
-from yardstick.tasks.base import utc_now
+from yardstick.tasks.base import unit_kind, utc_now
 from yardstick.tasks.slowlog import server_identity
 
 # Set by the CLI when it runs its own Prefect server: no other run can see that server.
@@ -58,7 +58,7 @@ def host_identity(env: Environment) -> str:
     """Who the lock is for: `host:<host_id>` when configured, else `server:<run_id>` (asked
     with a short timeout: a frozen server must not hold the run)."""
     if env.host_id:
-        return f"host:{env.host_id}"
+        return f"host:{env.host_id}"  # every node of a host_id environment: one lock
     client = open_client(env, "lock", command_timeout_s=IDENTITY_TIMEOUT_S)
     try:
         return f"server:{server_identity(client).run_id}"
@@ -168,16 +168,10 @@ def ensure_limit(name: str) -> None:
 
 
 @contextmanager
-def host_slot(
-    env: Environment, what: str, on_wait: Callable[[str], None], wait_s: float | None = None
-) -> Iterator[Slot]:
-    """Hold the lock of the host serving `env` for the block. A server that does not answer
-    holds nothing: the slot says why, and the families are not attempted."""
-    try:
-        identity = host_identity(env)
-    except Exception as exc:  # unreachable, frozen, refused, no password: said by the step
-        yield Slot(None, unreachable=one_line(exc))
-        return
+def _locked(
+    identity: str, what: str, on_wait: Callable[[str], None], wait_s: float | None
+) -> Iterator[None]:
+    """Hold the file lock of `identity`, and its Prefect slot when runs share an API."""
     with ExitStack() as stack:
         stack.enter_context(file_lock(identity, what, wait_s, on_wait))
         if shared_prefect_api():
@@ -190,4 +184,44 @@ def host_slot(
                     name, occupy=1, timeout_seconds=wait_s, lease_duration=LEASE_S, strict=False
                 )
             )
-        yield Slot(identity)
+        yield
+
+
+@contextmanager
+def host_slot(
+    env: Environment, what: str, on_wait: Callable[[str], None], wait_s: float | None = None
+) -> Iterator[Slot]:
+    """Hold the lock of the host serving `env` for the block. A server that does not answer
+    holds nothing: the slot says why, and the families are not attempted."""
+    with host_slots([env], what, on_wait, wait_s) as slots:
+        yield slots[env.name]
+
+
+@contextmanager
+def host_slots(
+    units: list[Environment],
+    what: str,
+    on_wait: Callable[[str], None],
+    wait_s: float | None = None,
+) -> Iterator[dict[str, Slot]]:
+    """Hold the locks of every server of an environment (flows/units.py) for the block, each
+    identity once and in one order (two runs locking one cluster never wait on each other in a
+    circle). A cluster as a whole holds no lock of its own: its nodes' are held. With a
+    `host_id` the environment is one host: its one lock covers every node."""
+    slots: dict[str, Slot] = {}
+    identities: dict[str, str] = {}
+    for unit in units:
+        if unit_kind(unit) == "cluster" and len(units) > 1 and not unit.host_id:
+            continue
+        try:
+            identities[unit.name] = host_identity(unit)
+        except Exception as exc:  # unreachable, frozen, refused, no password: said by the step
+            slots[unit.name] = Slot(None, unreachable=one_line(exc))
+    with ExitStack() as stack:
+        for identity in sorted(set(identities.values())):
+            stack.enter_context(_locked(identity, what, on_wait, wait_s))
+        for name, identity in identities.items():
+            slots[name] = Slot(identity)
+        for unit in units:
+            slots.setdefault(unit.name, Slot(None))  # the cluster: its nodes' locks are held
+        yield slots

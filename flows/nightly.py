@@ -17,14 +17,7 @@ from prefect.utilities.annotations import quote
 
 from yardstick import interrupt
 from yardstick.flows.announce import announce_verdicts
-from yardstick.flows.hostlock import host_slot
-from yardstick.flows.landing import (
-    cleanup_step,
-    record_run,
-    run_family,
-    run_logger,
-    unreachable_step,
-)
+from yardstick.flows.landing import run_logger
 from yardstick.flows.outcome import EnvOutcome, RunSummary
 from yardstick.flows.plan import families_for, host_group_label, host_groups
 from yardstick.flows.sites import (
@@ -41,12 +34,13 @@ from yardstick.flows.targets import (
     environments,
     sites_of,
 )
+from yardstick.flows.units import measure_units
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import Profile, get_profile
 from yardstick.storage import compaction, cursors, lake, retention, warehouse
 from yardstick.storage.preflight import check_writable, run_folders
-from yardstick.tasks.base import RunContext, utc_now
+from yardstick.tasks.base import RunContext
 
 # How long an interrupted run waits for its families to restore the servers and land.
 STOP_GRACE_S = 30.0
@@ -65,8 +59,6 @@ def measure_environment(
 ) -> EnvOutcome:
     """Run each applicable family (all, or those named) on one environment and land its
     tables; never raises."""
-    started_at, start = utc_now(), time.perf_counter()
-    steps: list[dict] = []
     # The collected families land only what the lake does not hold yet (storage/cursors.py).
     context = RunContext(
         server_binary=server_binary,
@@ -74,19 +66,21 @@ def measure_environment(
         landed=cursors.reader(lake_dir, run_id),
     )
     logger = run_logger()
-    # Hold the host's lock for the whole environment: a collection or another run (any
-    # Prefect home or server) waits instead of measuring a server mid-experiment.
-    with host_slot(env, f"yardstick run {run_id}", logger.warning) as slot:
-        unreachable = slot.unreachable
-        if unreachable:
-            steps.append(unreachable_step(env, unreachable))
-        if env.mode == "scratch" and not unreachable and not interrupt.STOP.is_set():
-            steps.append(cleanup_step(env, profile))
-        for family in families_for(env, families):
-            steps.append(run_family(family, env, profile, context, run_id, lake_dir, unreachable))
-            if steps[-1].get("unreachable"):
-                unreachable = steps[-1].pop("unreachable")
-    return record_run(env, profile, run_id, lake_dir, host_group, started_at, start, steps)
+    # Hold the locks of the environment's servers for the whole environment: a collection or
+    # another run (any Prefect home or server) waits instead of measuring a server
+    # mid-experiment. A cluster's nodes and a primary's replicas are measured as its members.
+    return measure_units(
+        env,
+        profile,
+        run_id,
+        lake_dir,
+        host_group,
+        context,
+        lambda unit: families_for(unit, families),
+        f"yardstick run {run_id}",
+        logger.warning,
+        cleanup=True,
+    )
 
 
 def measure_environments(
@@ -119,7 +113,7 @@ def measure_environments(
             )
             futures.append(previous)
     try:
-        return [future.result() for future in futures]
+        return [part for future in futures for part in future.result().with_members()]
     except BaseException as exc:
         # Ctrl-C or SIGTERM reached this thread as an exception (Prefect's own handler): the
         # families in the worker threads stop at their next check and restore the servers

@@ -15,6 +15,12 @@ class EnvOutcome(BaseModel):
     window_s: float
     error: str | None = None
     report: str | None = None
+    # The servers the environment is made of, each measured on its own (flows/units.py).
+    members: list[EnvOutcome] = []
+
+    def with_members(self) -> list[EnvOutcome]:
+        """This outcome, then its members'."""
+        return [self.model_copy(update={"members": []}), *self.members]
 
 
 class RunSummary(BaseModel):

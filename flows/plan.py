@@ -4,7 +4,7 @@ and which environments share a host. The families describe themselves (tasks/, `
 from __future__ import annotations
 
 from yardstick.settings.config import ConfigError, Environment
-from yardstick.tasks.base import Family
+from yardstick.tasks.base import Family, in_scope
 from yardstick.tasks.registry import families
 
 # The phases of a run, in order; a family names its phase, families of one phase run in name
@@ -62,13 +62,14 @@ def check_families(envs: list[Environment], source: str) -> None:
 
 
 def families_for(env: Environment, only: list[str] | None = None) -> list[Family]:
-    """The families to attempt on `env`, in plan order (the run's and the env's selections)."""
+    """The families to attempt on `env`, in plan order (the run's and the env's selections),
+    of those that run on what `env` is (a server, a cluster, one of its nodes: tasks/base.py)."""
     wanted = set(only or [f.name for f in FAMILIES]) & set(
         env.families or [f.name for f in FAMILIES]
     )
     if "fingerprint" not in wanted and env.families is not None and only is None:
         wanted.add("fingerprint")  # every figure needs the environment that produced it
-    return [f for f in FAMILIES if f.name in wanted]
+    return [f for f in FAMILIES if f.name in wanted and in_scope(f.scope, env)]
 
 
 def _host_key(env: Environment) -> str:

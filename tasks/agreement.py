@@ -156,6 +156,7 @@ def agreement(env: Environment, profile: AgreementProfile) -> Measured:
 FAMILY = Family(
     name="agreement",
     phase="experiments",
+    scope="experiment",
     task=agreement,
     arguments=lambda env, profile, ctx: (env, profile.agreement),
     tables=TABLES,

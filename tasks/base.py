@@ -97,9 +97,45 @@ class RunContext:
     # inside the host's lock; None: land everything.
     landed: Callable[[str], Landed] | None = None
 
+    # What the environment is made of (yardstick/access/topology.py), found when it starts.
+    shape: Any = None
+
     def landed_of(self, env: Environment) -> Landed | None:
         """What the lake holds of `env`'s collections, or None without a lake to ask."""
         return self.landed(env.name) if self.landed is not None else None
+
+
+# Which of an environment's servers a family runs on (flows/units.py splits an environment into
+# them): "node" every server (a standalone one, a Sentinel master, each cluster node and each
+# replica), "primary" the servers holding data as primaries, "experiment" the one primary the
+# experiments' keys live on, "environment" the environment as a whole (a standalone server,
+# a Sentinel master, or the cluster through its seed: cluster-mode load, the host's machine),
+# "all" the environment and every node.
+SCOPES = ("node", "primary", "experiment", "environment", "all")
+
+
+def unit_kind(env: Environment) -> str:
+    """What `env` is in its environment: server (standalone or Sentinel master), cluster (a
+    cluster as a whole), primary or replica (a node of a cluster or a replica)."""
+    if env.member_of is None:
+        return "cluster" if env.cluster else "server"
+    return "primary" if env.node_role == "primary" else "replica"
+
+
+def in_scope(scope: str, env: Environment) -> bool:
+    """Whether a family of `scope` runs on `env` (one of an environment's servers)."""
+    kind = unit_kind(env)
+    if scope == "all":
+        return True
+    if scope == "node":
+        return kind != "cluster"
+    if scope == "primary":
+        return kind in ("server", "primary")
+    if scope == "experiment":
+        return kind == "server" or (kind == "primary" and env.runs_experiments)
+    if scope == "environment":
+        return kind in ("server", "cluster")
+    raise ValueError(f"unknown scope {scope!r}")
 
 
 # The arguments of a family's task, from the environment, the run's profile and its context.
@@ -127,6 +163,8 @@ class Family:
     settings: type[BaseModel] | None = None
     presets: dict[str, BaseModel] = field(default_factory=dict)
     scratch_only: bool = False
+    # Which of the environment's servers it runs on (SCOPES).
+    scope: str = "node"
     needs_server_host: bool = False
     # A C tool the family wraps; without it the family is skipped, not failed.
     tool: str | None = None

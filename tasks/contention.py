@@ -266,6 +266,7 @@ def contention(env: Environment, profile: ContentionProfile) -> Measured:
 FAMILY = Family(
     name="contention",
     phase="experiments",
+    scope="experiment",
     task=contention,
     arguments=lambda env, profile, ctx: (env, profile.contention),
     tables=TABLES,

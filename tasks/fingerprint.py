@@ -17,7 +17,7 @@ from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment
 from yardstick.access.info import parse_info
 from yardstick.host.tools import tool_facts
-from yardstick.tasks.base import Family, Measured
+from yardstick.tasks.base import Family, Measured, unit_kind
 
 # The lake tables this family lands, as commented on each.
 TABLES: dict[str, pa.Schema] = {
@@ -28,7 +28,18 @@ TABLES: dict[str, pa.Schema] = {
 }
 
 
-INFO_SECTIONS = ("server", "memory", "persistence", "clients", "keyspace")
+# cpu: the server's CPU seconds, differenced between runs per node (shard balance);
+# replication and cluster: the node's role and offsets, whether cluster mode is on.
+INFO_SECTIONS = (
+    "server",
+    "memory",
+    "persistence",
+    "clients",
+    "keyspace",
+    "cpu",
+    "replication",
+    "cluster",
+)
 # The settings the seed reads before trusting any number.
 CONFIG_KEYS = (
     "slowlog-log-slower-than",
@@ -130,6 +141,24 @@ def tls_facts(env: Environment) -> dict[str, str]:
     }
 
 
+def topology_facts(env: Environment) -> dict[str, str]:
+    """What this server is in its environment (flows/units.py): server, cluster, primary or
+    replica, whose member, its address; a Sentinel master's name and current address (a
+    failover changes the address: an environment change, not a regression)."""
+    facts = {
+        "kind": unit_kind(env),
+        "member_of": env.member_of or "",
+        "node_role": env.node_role or "",
+        "address": env.address,
+        "key_tag": env.key_tag or "",
+        "runs_experiments": str(env.runs_experiments).lower(),
+    }
+    if env.sentinel is not None:
+        facts["sentinel_master"] = env.sentinel.master
+        facts["sentinel_master_address"] = env.address
+    return facts
+
+
 @task(name="fingerprint", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
 def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -> Measured:
     """Record INFO sections, the server product and its version, CONFIG GET values, prober
@@ -160,6 +189,7 @@ def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -
             **tls_facts(env),
         },
     )
+    add("topology", topology_facts(env))
     add("prober", prober_facts())
     # The wrapped C tools this prober would run: '7.0.15 /usr/bin/redis-benchmark',
     # 'not found' or 'unknown: <reason>' (a version is read only from a real version line).
@@ -173,6 +203,7 @@ FAMILY = Family(
     name="fingerprint",
     # First: every figure needs the environment that produced it.
     phase="identity",
+    scope="all",
     task=fingerprint,
     arguments=lambda env, profile, ctx: (env, ctx.server_binary),
     tables=TABLES,

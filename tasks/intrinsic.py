@@ -99,6 +99,7 @@ def intrinsic(profile: IntrinsicProfile) -> Measured:
 FAMILY = Family(
     name="intrinsic",
     phase="machine",
+    scope="environment",
     task=intrinsic,
     arguments=lambda env, profile, ctx: (profile.intrinsic,),
     tables=TABLES,

@@ -299,6 +299,7 @@ FAMILY = Family(
     name="keyspace",
     # Read commands only, every environment, under a server-time budget.
     phase="memory",
+    scope="primary",
     task=keyspace,
     arguments=lambda env, profile, ctx: (env, profile.keyspace),
     tables=TABLES,

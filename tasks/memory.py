@@ -486,6 +486,7 @@ FAMILY = Family(
     name="memory",
     # What a key costs: writes, so scratch only; after the load generators.
     phase="memory",
+    scope="primary",
     task=memory_by_difference,
     arguments=lambda env, profile, ctx: (env, profile.memory),
     tables=TABLES,

@@ -222,6 +222,7 @@ def memtier(env: Environment, profile: MemtierProfile) -> Measured:
 FAMILY = Family(
     name="memtier",
     phase="load",
+    scope="environment",
     task=memtier,
     arguments=lambda env, profile, ctx: (env, profile.memtier),
     tables=TABLES,

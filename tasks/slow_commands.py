@@ -181,6 +181,7 @@ def slow_commands(env: Environment, profile: SlowCommandsProfile) -> Measured:
 FAMILY = Family(
     name="slow_commands",
     phase="experiments",
+    scope="experiment",
     task=slow_commands,
     arguments=lambda env, profile, ctx: (env, profile.slow_commands),
     tables=TABLES,

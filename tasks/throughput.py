@@ -252,6 +252,7 @@ def throughput(env: Environment, profile: ThroughputProfile) -> Measured:
 FAMILY = Family(
     name="throughput",
     phase="load",
+    scope="environment",
     task=throughput,
     arguments=lambda env, profile, ctx: (env, profile.throughput),
     tables=TABLES,

@@ -153,6 +153,7 @@ def _arguments(env: Environment, profile, ctx: RunContext) -> tuple:
 FAMILY = Family(
     name="transport",
     phase="load",
+    scope="environment",
     task=transport,
     arguments=_arguments,
     tables=TABLES,

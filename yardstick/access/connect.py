@@ -20,7 +20,7 @@ COMMAND_TIMEOUT_S = 10.0
 
 
 # redis-py 7.1+ takes driver_info (lib_name/lib_version deprecated); older ones the pair.
-_NO_SETINFO: dict[str, None] = (
+NO_SETINFO: dict[str, None] = (
     {"driver_info": None}
     if "driver_info" in inspect.signature(redis.connection.AbstractConnection.__init__).parameters
     else {"lib_name": None, "lib_version": None}
@@ -122,7 +122,7 @@ def open_client(
         "protocol": 2,
         # No CLIENT SETINFO on connect: before Redis 7.2 the server answers it with an error,
         # which every connection would add to a production server's errorstat_ERR.
-        **_NO_SETINFO,
+        **NO_SETINFO,
     }
     url = env.url
     if db is not None:  # a dedicated database (benchmarks) instead of the URL's

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 Mode = Literal["scratch", "read-only"]
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
@@ -45,6 +52,42 @@ class TlsSettings(BaseModel):
         return value
 
 
+def parse_address(address: str) -> tuple[str, int]:
+    """`host:port` (IPv6 as `[::1]:6379`) as (host, port); ValueError names what is wrong."""
+    host, sep, port = address.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{address!r} is not host:port")
+    return host, int(port)
+
+
+def format_address(host: str, port: int) -> str:
+    """(host, port) as `host:port`, IPv6 hosts bracketed."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class SentinelSettings(BaseModel):
+    """A master managed by Sentinel: asked for its current address at every run and collection."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # The master's name as the Sentinels know it (`sentinel monitor <name> ...`).
+    master: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")
+    # The Sentinels, `host:port` each; the first that answers is asked.
+    nodes: list[str] = Field(min_length=1)
+    # The Sentinels' own credentials (sentinel.conf `requirepass`/ACL), apart from the data
+    # servers' (the environment's password_env).
+    username: str | None = None
+    password_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    @field_validator("nodes")
+    @classmethod
+    def _check_nodes(cls, nodes: list[str]) -> list[str]:
+        for node in nodes:
+            parse_address(node)
+        return nodes
+
+
 # The site of environments that name none: measured by the flow run that reads the config.
 LOCAL_SITE = "local"
 
@@ -78,6 +121,58 @@ class Environment(BaseModel):
     # nightly run measures `local` environments itself and sends every other site's to that
     # site's Prefect work queue (a worker inside that network): README "Many sites".
     site: str = Field(default=LOCAL_SITE, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+    # A Sentinel-managed master: the URL then gives only scheme, user and database (its host
+    # and port are the master's, asked of the Sentinels); without a URL, redis://.../0.
+    sentinel: SentinelSettings | None = None
+    # More nodes of the same cluster (`host:port`), tried when the URL's node does not answer.
+    seeds: list[str] | None = None
+    # Measure the other servers of the shape too: every node of a cluster, the replicas of a
+    # primary (standalone or Sentinel's). false: only the server the URL (or Sentinel) names.
+    discover: bool = True
+    # The cluster primary (`host:port`) whose slots the experiments' keys live on (default:
+    # the URL's node when it is a primary, else the first primary by address).
+    experiment_node: str | None = None
+
+    # Set by the tool when it splits an environment into the servers it is made of
+    # (flows/units.py), never by the environments file (ConfigFile refuses them):
+    # the configured environment a node belongs to,
+    member_of: str | None = None
+    # the node's role (primary | replica) and whether the environment is a Redis Cluster,
+    node_role: str | None = None
+    cluster: bool = False
+    # the hash tag ("{yst12}") that routes the tool's own keys to this primary's slots,
+    key_tag: str | None = None
+    # and whether the experiments run on this node (one primary per cluster).
+    runs_experiments: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sentinel_url(cls, data: object) -> object:
+        """A Sentinel environment may leave out the URL: the master's address is asked."""
+        if isinstance(data, dict) and data.get("url") is None and data.get("sentinel"):
+            nodes = (
+                (data["sentinel"] or {}).get("nodes")
+                if isinstance(data["sentinel"], dict)
+                else None
+            )
+            if nodes and isinstance(nodes[0], str):
+                # A placeholder host until the Sentinels are asked (flows/units.py).
+                return {**data, "url": f"redis://{nodes[0].strip()}/0"}
+        return data
+
+    @field_validator("seeds")
+    @classmethod
+    def _check_seeds(cls, seeds: list[str] | None) -> list[str] | None:
+        for seed in seeds or []:
+            parse_address(seed)
+        return seeds
+
+    @field_validator("experiment_node")
+    @classmethod
+    def _check_experiment_node(cls, node: str | None) -> str | None:
+        if node is not None:
+            parse_address(node)
+        return node
 
     @field_validator("name")
     @classmethod
@@ -157,6 +252,11 @@ class Environment(BaseModel):
         if self.prober_on_host is not None:
             return self.prober_on_host
         return self.is_loopback and self.transport_label == "direct"
+
+    @property
+    def address(self) -> str:
+        """`host:port` of the server the URL names."""
+        return format_address(self.host, self.port)
 
     @property
     def url_redacted(self) -> str:

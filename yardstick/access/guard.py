@@ -54,6 +54,10 @@ READ_SUBCOMMANDS = {
     "CLIENT": frozenset({"SETNAME", "GETNAME", "SETINFO", "ID", "INFO", "LIST", "NO-TOUCH"}),
     "COMMAND": frozenset({"COUNT", "DOCS", "INFO", "LIST", "GETKEYS"}),
     "CLUSTER": frozenset({"INFO", "NODES", "SLOTS", "SHARDS", "MYID"}),
+    # What a Sentinel knows of a master; never SET, RESET, FAILOVER or MONITOR.
+    "SENTINEL": frozenset(
+        {"GET-MASTER-ADDR-BY-NAME", "MASTER", "MASTERS", "REPLICAS", "SLAVES", "SENTINELS", "MYID"}
+    ),
 }
 
 

@@ -84,7 +84,23 @@ class ConfigFile(BaseModel):
                 )
         for index, env in enumerate(self.environments):
             _check_tls(index, env)
+            _check_shape(index, env)
         return self
+
+
+# Environment fields the tool sets on the servers an environment is made of (flows/units.py).
+TOOL_SET_FIELDS = ("member_of", "node_role", "cluster", "key_tag", "runs_experiments")
+
+
+def _check_shape(index: int, env: Environment) -> None:
+    """Shape settings that cannot work together: raise _EnvFieldError at the field to fix."""
+    for name in TOOL_SET_FIELDS:
+        if name in env.model_fields_set:
+            raise _EnvFieldError(index, name, "set by the tool for each node, not in the file")
+    if env.sentinel is not None and env.seeds:
+        raise _EnvFieldError(
+            index, "seeds", "cluster seed nodes, not for a Sentinel master (give sentinel.nodes)"
+        )
 
 
 def _check_tls(index: int, env: Environment) -> None:
