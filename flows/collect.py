@@ -267,7 +267,8 @@ def collect(
             lake_dir,
             min_files=compact_after_files,
             tables=COLLECT_TABLES,
-            envs=[env.name for env in envs],
+            # The members too: every node of a cluster lands its own collection files.
+            envs=sorted({env.name for env in envs} | {o.env for o in outcomes}),
         )
         if report.partitions or report.leftovers_removed:
             get_run_logger().info(report.summary())

@@ -86,3 +86,39 @@ def test_one_measurement_per_host_whoever_asks(prefect_server, redis_server, tmp
     dead = Environment(name="d", url=f"redis://127.0.0.1:{free_port()}/0", mode="read-only")
     with host_slot(dead, "x", told.append) as slot:
         assert slot.identity is None and "ConnectionError" in (slot.unreachable or "")
+
+
+def test_an_environment_s_servers_are_locked_once_each_in_one_order(
+    start_redis, tmp_path, monkeypatch
+):
+    """Two runs locking the same two servers, listed in opposite orders, never wait on each
+    other in a circle; a server listed twice (two members of one host) is locked once."""
+    import threading
+    import time
+
+    from yardstick.flows.hostlock import host_slots
+    from yardstick.settings.config import Environment
+
+    monkeypatch.setenv("YARDSTICK_LOCK_DIR", str(tmp_path / "locks"))
+    one, two = start_redis(), start_redis()
+    a = Environment(name="a", url=one.url, mode="read-only")
+    b = Environment(name="b", url=two.url, mode="read-only")
+    a_again = Environment(name="a-again", url=one.url, mode="read-only")
+    done: list[str] = []
+
+    def run(units: list[Environment], label: str) -> None:
+        for _ in range(5):
+            with host_slots(units, label, lambda _: None) as slots:
+                assert all(slots[u.name].identity for u in units)
+                time.sleep(0.05)
+        done.append(label)
+
+    threads = [
+        threading.Thread(target=run, args=([a, b, a_again], "forward")),
+        threading.Thread(target=run, args=([b, a], "backward")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(done) == ["backward", "forward"]

@@ -105,7 +105,7 @@ def closed_port() -> int:
 
 def test_the_collection_is_what_the_families_declare():
     """The read-only collection families, in plan order, and exactly the tables they land."""
-    assert COLLECT_FAMILIES == ["counters", "latency_monitor", "slowlog"]
+    assert COLLECT_FAMILIES == ["topology", "counters", "latency_monitor", "slowlog"]
     assert set(COLLECT_TABLES) == {
         "runs",
         "steps",
@@ -115,6 +115,8 @@ def test_the_collection_is_what_the_families_declare():
         "latency_history",
         "slowlog_collections",
         "slowlog_entries",
+        "topology",
+        "topology_nodes",
     }
 
 
