@@ -126,10 +126,17 @@ def _replica_lag_s(primary_info: dict[str, str], node: Node) -> float | None:
 
 
 def node_rows(shape: Shape, members: dict[str, str]) -> list[dict]:
-    """Every node's row, INFO replication read on all of them at once."""
-    nodes = [node for node in shape.nodes if node.host and node.port]
+    """Every node's row, INFO replication read on all of them at once (a node the cluster
+    knows no address of is listed, not read)."""
+    nodes = list(shape.nodes)
+
+    def read(node: Node) -> tuple[dict[str, str], datetime, str | None]:
+        if not (node.host and node.port):
+            return {}, utc_now(), "no address known (CLUSTER NODES noaddr)"
+        return read_replication(shape.env, node)
+
     with ThreadPoolExecutor(max_workers=max(1, min(16, len(nodes)))) as pool:
-        readings = list(pool.map(lambda n: read_replication(shape.env, n), nodes))
+        readings = list(pool.map(read, nodes))
     by_address = {node.address: reading for node, reading in zip(nodes, readings, strict=True)}
     rows = []
     for node, (info, sampled_at, problem) in zip(nodes, readings, strict=True):
@@ -155,7 +162,9 @@ def node_rows(shape: Shape, members: dict[str, str]) -> list[dict]:
                 "flags": node.flags or None,
                 "link_state": node.link_state,
                 "config_epoch": node.config_epoch,
-                "health": "unreachable" if problem else (node.health or "online"),
+                "health": (node.health or "unreachable")
+                if problem and node.health not in (None, "online")
+                else ("unreachable" if problem else (node.health or "online")),
                 "migrating_slots": node.migrating_slots,
                 "importing_slots": node.importing_slots,
                 "sampled_at": sampled_at,
