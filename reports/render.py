@@ -129,6 +129,8 @@ def environment_context(con: duckdb.DuckDBPyConnection, run: dict) -> dict:
         "steps": steps,
         "families": families,
         "by_name": {f["figure"]: f for f in figures},
+        # (figure, subject) -> figure: a replica's or a shard's figure, named by its subject.
+        "by_subject": {(f["figure"], f["subject"]): f for f in figures},
         "tables": tables,
         "verdict": verdict_context(con, run, tables.get("changes", [])),
         "catalog": figure_catalog(con),
@@ -186,27 +188,48 @@ def render_reports(
     con = connect_read_only(warehouse_path)
     try:
         contexts = [environment_context(con, run) for run in _latest_runs(con, run_id)]
+        member_of = dict(
+            con.execute("select member, member_of from environment_members").fetchall()
+        )
         for context in contexts:
-            context["charts"] = render_charts(con, out, context["run"])
+            context["member_of"] = member_of.get(context["run"]["env"])
+            # A member's report is one folder down: its links to charts/ go up one.
+            up = "../" if context["member_of"] else ""
+            context["charts"] = [
+                {**chart, "file": up + chart["file"]}
+                for chart in render_charts(con, out, context["run"])
+            ]
             moved = context["verdict"]["moved"]
             files = render_verdict_charts(con, out, context["run"], moved)
             for row in moved:
-                row["chart"] = files.get((row["figure"], row["subject"]))
+                chart = files.get((row["figure"], row["subject"]))
+                row["chart"] = up + chart if chart else chart
         comparison = comparison_context(con)
         catalog = figure_catalog(con)
     finally:
         con.close()
+    # The configured environments get a report each and a line in the index; the servers
+    # they are made of (a cluster's nodes, a primary's replicas) are shown in their
+    # environment's report, their own full reports under members/ (linked from it).
+    configured = [c for c in contexts if not c["member_of"]]
+    for context in configured:
+        context["members"] = [c for c in contexts if c["member_of"] == context["run"]["env"]]
     written: dict[str, Path] = {}
     template = jinja.get_template("environment.md.j2")
     sections = section_templates(jinja)
     for context in contexts:
-        path = out / f"{context['run']['env']}.md"
+        name = f"{context['run']['env']}.md"
+        path = out / "members" / name if context["member_of"] else out / name
+        path.parent.mkdir(exist_ok=True)
+        if context["member_of"]:
+            # Written at the top before members had their folder: never updated again there.
+            (out / name).unlink(missing_ok=True)
         _write(path, template.render(**context, sections=sections))
         written[context["run"]["env"]] = path
     _write(
         out / "index.md",
         jinja.get_template("index.md.j2").render(
-            environments=contexts, sites=sites or [], catalog=catalog
+            environments=configured, sites=sites or [], catalog=catalog
         ),
     )
     _write(out / "comparison.md", jinja.get_template("comparison.md.j2").render(**comparison))

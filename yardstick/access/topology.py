@@ -217,7 +217,8 @@ def _info(env: Environment, role: str, sections: tuple[str, ...]) -> dict[str, d
     """INFO sections of the environment's URL node (short timeout)."""
     client = open_client(env, role, command_timeout_s=DISCOVERY_TIMEOUT_S)
     try:
-        return parse_info(client.execute_command("INFO", *sections))
+        # One section per INFO: several in one command is Redis 7.0+ ("syntax error" before).
+        return parse_info("\r\n".join(client.execute_command("INFO", s) for s in sections))
     finally:
         client.close()
 
@@ -277,7 +278,9 @@ def sentinel_client(env: Environment, address: str) -> redis.Redis:
                 "(sentinel.password_env) is not set"
             )
     host, port = parse_address(address)
-    return redis.Redis(
+    # The guard's connection class through a pool: redis.Redis takes no connection_class.
+    pool = redis.ConnectionPool(
+        connection_class=ReadOnlyConnection,
         host=host,
         port=port,
         username=settings.username,
@@ -286,10 +289,10 @@ def sentinel_client(env: Environment, address: str) -> redis.Redis:
         socket_connect_timeout=CONNECT_TIMEOUT_S,
         socket_timeout=DISCOVERY_TIMEOUT_S,
         protocol=2,
-        connection_class=ReadOnlyConnection,
         client_name="yardstick-topology",
         **NO_SETINFO,
     )
+    return redis.Redis(connection_pool=pool)
 
 
 def _sentinel(env: Environment) -> Shape:

@@ -2,7 +2,11 @@
    environment's latest full run, with a group key that puts same_server_as pairs side by
    side. */
 with latest_runs as (
-    select * from {{ ref('latest_full_runs') }}
+    /* Configured environments only: a cluster's nodes and a primary's replicas are shown in
+       their environment's report, not compared as environments of their own. */
+    select l.*,
+    from {{ ref('latest_full_runs') }} as l
+    anti join {{ ref('environment_members') }} as m on m.member = l.env
 )
 
 select
@@ -12,3 +16,7 @@ select
     coalesce(l.same_server_as, l.env) as pair_group,
 from latest_runs as l
 join {{ ref('figures') }} as f on f.run_id = l.run_id and f.env = l.env
+/* A shard's or a replica's own ratio is named by its address: no other environment has it
+   (each environment's balance and key space figures are compared instead). */
+where f.figure not like 'shard\_%\_over\_mean' escape '\'
+    and f.figure not like 'replica\_%' escape '\'

@@ -1,7 +1,11 @@
 /* The environments compared: one row per environment (its latest full run and facts),
    same_server_as pairs next to each other. */
 with latest_runs as (
-    select * from {{ ref('latest_full_runs') }}
+    /* Configured environments only: a cluster's nodes and a primary's replicas are shown in
+       their environment's report, not compared as environments of their own. */
+    select l.*,
+    from {{ ref('latest_full_runs') }} as l
+    anti join {{ ref('environment_members') }} as m on m.member = l.env
 )
 
 select

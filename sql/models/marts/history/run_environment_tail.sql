@@ -5,7 +5,8 @@
 
 with batch_fingerprinted as (
     select e.run_id, e.env, e.started_at, e.server_product, e.server_version,
-           e.redis_version, e.server_cores, e.server_cpu_model, e.transport, e.segment,
+           e.redis_version, e.server_cores, e.server_cpu_model, e.transport,
+           e.sentinel_master_address, e.segment,
     from {{ ref('run_environment') }} as e
     semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = e.run_id and b.env = e.env
     where coalesce(e.server_version, e.redis_version) is not null

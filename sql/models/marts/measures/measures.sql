@@ -7,7 +7,7 @@
 {% set families = [
     'round_trip', 'intrinsic', 'throughput', 'memtier', 'transport',
     'slowlog', 'latency_monitor', 'counters', 'slow_commands', 'contention', 'agreement',
-    'memory', 'keyspace',
+    'memory', 'keyspace', 'topology',
 ] %}
 
 with family_measures as (

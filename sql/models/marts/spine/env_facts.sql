@@ -88,6 +88,32 @@ pivoted as (
             as tls_client_cert,
         nullif(max(value) filter (section = 'probe' and key = 'tls_server_name'), '')
             as tls_server_name,
+        /* What this server is in its environment (flows/units.py): server, cluster (the
+           environment as a whole), primary or replica; the environment it is a member of
+           (null for a configured environment); for a Sentinel-managed master, its name and
+           the address the Sentinels named at this run (null for every other environment). */
+        nullif(max(value) filter (section = 'topology' and key = 'kind'), '') as topology_kind,
+        nullif(max(value) filter (section = 'topology' and key = 'member_of'), '') as member_of,
+        nullif(max(value) filter (section = 'topology' and key = 'node_role'), '') as node_role,
+        nullif(max(value) filter (section = 'topology' and key = 'address'), '')
+            as server_address,
+        nullif(max(value) filter (section = 'topology' and key = 'sentinel_master'), '')
+            as sentinel_master,
+        nullif(max(value) filter (section = 'topology' and key = 'sentinel_master_address'), '')
+            as sentinel_master_address,
+        /* INFO keyspace db0 keys= (0 when INFO cpu was read and db0 is absent: an empty
+           database; null for fingerprints before INFO cpu was kept) and INFO cpu
+           used_cpu_sys + used_cpu_user (all threads, since the server started), read when
+           the fingerprint was taken. */
+        coalesce(
+            try_cast(regexp_extract(
+                max(value) filter (section = 'keyspace' and key = 'db0'), 'keys=([0-9]+)', 1
+            ) as bigint),
+            case when bool_or(section = 'cpu') then 0 end
+        ) as db0_keys,
+        try_cast(max(value) filter (section = 'cpu' and key = 'used_cpu_sys') as double)
+            + try_cast(max(value) filter (section = 'cpu' and key = 'used_cpu_user') as double)
+            as server_cpu_s,
         max(value) filter (section = 'prober' and key = 'hostname') as prober_hostname,
         max(value) filter (section = 'prober' and key = 'os') as prober_os,
         try_cast(max(value) filter (section = 'prober' and key = 'cores') as int) as prober_cores,

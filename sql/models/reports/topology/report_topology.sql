@@ -1,0 +1,12 @@
+/* One row per environment and full run: what the environment was made of (shape, CLUSTER
+   INFO, a Sentinel's view) with the conditions a report names, and whether the Sentinels
+   named another master than at the previous run (a failover). */
+select
+    t.*,
+    e.sentinel_failover,
+    e.previous_master_address,
+    e.environment_changed,
+from {{ ref('topology_runs') }} as t
+join {{ ref('stg_runs') }} as r on r.run_id = t.run_id and r.env = t.env
+left join {{ ref('run_environment') }} as e on e.run_id = t.run_id and e.env = t.env
+where {{ is_full_run('r.profile') }}
