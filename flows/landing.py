@@ -149,8 +149,13 @@ def cleanup_step(env: Environment, profile: Profile) -> dict:
             notes = scratch.recover(client, env)
         finally:
             client.close()
-        for db in sorted({profile.throughput.db, profile.memtier.db} - {env.db}):
-            notes += benchdb.recover(env, db)
+        if env.cluster:
+            # A cluster node has database 0 only: a cluster load's keys are there, under
+            # its claim (benchdb.claimed_nodes); no SELECT of another database.
+            notes += benchdb.recover_node(env)
+        else:
+            for db in sorted({profile.throughput.db, profile.memtier.db} - {env.db}):
+                notes += benchdb.recover(env, db)
         step.update(status="ok", reason="; ".join(notes) or "nothing left by earlier runs")
         if notes:
             run_logger().warning("%s: cleaned what earlier runs left: %s", env.name, notes)

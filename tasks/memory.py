@@ -24,6 +24,7 @@ from yardstick import interrupt
 from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment, Mode
 from yardstick.access.info import parse_info
+from yardstick.access.scratch import delete_by_slot
 from yardstick.errors import ConfigError
 from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
 
@@ -187,9 +188,10 @@ class ForeignKeys(Exception):
     and removing them would be damage."""
 
 
-def key_names(profile: MemoryProfile, shape: MemoryShape) -> list[str]:
-    """The names of a shape's keys, under the family's own prefix."""
-    base = f"{profile.key_prefix}{shape.name}:{shape.key_format}"
+def key_names(profile: MemoryProfile, shape: MemoryShape, tag: str | None = None) -> list[str]:
+    """The names of a shape's keys, under the family's own prefix (and, on a cluster node,
+    its hash tag: `yardstick:mem:{yst2}:string:key:000001` lives on that node)."""
+    base = f"{profile.key_prefix}{tag + ':' if tag else ''}{shape.name}:{shape.key_format}"
     return [base % i for i in range(1, shape.key_count + 1)]
 
 
@@ -338,10 +340,12 @@ def wait_until_steady(
     return True
 
 
-def _warm_up(client: redis.Redis, profile: MemoryProfile, shape: MemoryShape) -> None:
+def _warm_up(
+    client: redis.Redis, profile: MemoryProfile, shape: MemoryShape, tag: str | None = None
+) -> None:
     """Load and remove one batch of the shape, so the connection's buffers are at their
     working size for its commands before the first reading (they count in used_memory)."""
-    names = key_names(profile, shape)[: profile.pipeline]
+    names = key_names(profile, shape, tag)[: profile.pipeline]
     sizes = element_sizes(shape)[: len(names)]
     try:
         _pipelined(client, _commands(shape, names, sizes), profile.pipeline)
@@ -369,6 +373,44 @@ def check_database(client: redis.Redis, env: Environment, profile: MemoryProfile
     if leftovers:
         _remove(client, leftovers, profile.pipeline)
     return len(leftovers)
+
+
+def check_cluster_node(client: redis.Redis, env: Environment, profile: MemoryProfile) -> int:
+    """On a cluster node (database 0 only, beside other keys): remove this family's leftovers
+    (a run that died halfway), leave every other key alone; return how many other keys stay
+    beside the measurement."""
+    leftovers = list(client.scan_iter(match=f"{profile.key_prefix}*", count=1000))
+    if leftovers:
+        delete_by_slot(client, leftovers)
+    return client.dbsize()
+
+
+def cluster_note(others: int, readings: list[dict], loads: list[dict]) -> tuple[str, str | None]:
+    """(note, problem) of a measurement on a cluster node: the condition it holds under, and
+    the repetitions where DBSIZE says something else wrote meanwhile (None: none did)."""
+    phases = {(r["shape"], r["repetition"], r["phase"]): r["dbsize"] for r in readings}
+    unclean = [
+        f"{load['shape']} #{load['repetition']}"
+        for load in loads
+        if phases.get((load["shape"], load["repetition"], "after"), 0)
+        - phases.get((load["shape"], load["repetition"], "before"), 0)
+        != load["keys"]
+        or phases.get((load["shape"], load["repetition"], "removed"))
+        != phases.get((load["shape"], load["repetition"], "before"))
+    ]
+    note = (
+        f"measured in database 0 (a cluster node has no other) beside {others} keys the tool "
+        "did not write, left untouched: the difference holds while nothing else writes to "
+        f"this node; {len(loads) - len(unclean)} of {len(loads)} repetitions saw exactly the "
+        "tool's keys come and go (DBSIZE)"
+    )
+    problem = (
+        f"DBSIZE moved beside the tool's keys in {len(unclean)} repetitions "
+        f"({', '.join(unclean[:5])}): another client wrote to this node meanwhile"
+        if unclean
+        else None
+    )
+    return note, problem
 
 
 def _sample_usage(
@@ -421,11 +463,18 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
     client = open_client(env, ROLE)
     loads, readings, samples = [], [], []
     window_s = 0.0
+    # A cluster node's keys carry its tag (so they live there), and it has database 0 only:
+    # its other keys stay, untouched, and the note says so.
+    tag = env.key_tag if env.cluster else None
+    others: int | None = None
     try:
-        check_database(client, env, profile)
+        if env.cluster:
+            others = check_cluster_node(client, env, profile)
+        else:
+            check_database(client, env, profile)
         for shape in profile.shapes:
-            _warm_up(client, profile, shape)
-            names = key_names(profile, shape)
+            _warm_up(client, profile, shape, tag)
+            names = key_names(profile, shape, tag)
             sizes = element_sizes(shape)
             key_bytes = value_bytes = 0
             for name, key_sizes in zip(names, sizes, strict=True):
@@ -472,6 +521,11 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
                 window_s += time.perf_counter() - start
     finally:
         client.close()
+    notes, problems = [], []
+    if others is not None:
+        note, problem = cluster_note(others, readings, loads)
+        notes.append(note)
+        problems += [problem] if problem else []
     return Measured(
         tables={
             "memory_loads": FAMILY.table("memory_loads", loads),
@@ -479,6 +533,8 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
             "memory_usage_samples": FAMILY.table("memory_usage_samples", samples),
         },
         window_s=window_s,
+        problems=problems,
+        notes=notes,
     )
 
 

@@ -14,7 +14,13 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict, Field
 
-from yardstick.access.benchdb import empty_database, remove_all
+from yardstick.access.benchdb import (
+    MEMTIER_CLUSTER_PREFIX,
+    claimed_nodes,
+    empty_database,
+    remove_all,
+    remove_cluster_load,
+)
 from yardstick.access.environment import Environment
 from yardstick.host.hostload import busy_share, cpu_times
 from yardstick.host.tool_auth import (
@@ -25,7 +31,8 @@ from yardstick.host.tool_auth import (
 )
 from yardstick.host.tool_tls import tls_args
 from yardstick.host.tools import Tool, find_tool, run_tool
-from yardstick.tasks.base import UTC_TS, Family, Measured, Skipped, utc_now
+from yardstick.tasks.base import UTC_TS, Family, Measured, Skipped, unit_kind, utc_now
+from yardstick.tasks.throughput import cluster_primaries
 
 
 class MemtierProfile(BaseModel):
@@ -138,17 +145,24 @@ def memtier_args(
     profile: MemtierProfile,
     out: Path,
     credentials: ToolCredentials | None = None,
+    cluster: bool = False,
 ) -> list[str]:
     """The command line. It never holds the environment's password: only a per-run ACL
     user's (yardstick.host.tool_auth; memtier takes `--authenticate=USER:PASSWORD` on Redis 6+),
-    deleted after the run."""
+    deleted after the run. `cluster`: the whole cluster through the URL's node
+    (--cluster-mode, database 0, keys under the tool's own prefix so only they are removed)."""
+    where = (
+        ["--cluster-mode", f"--key-prefix={MEMTIER_CLUSTER_PREFIX}"]
+        if cluster
+        else [f"--select-db={profile.db}"]
+    )
     args = [
         tool.path,
         "-s",
         env.host,
         "-p",
         str(env.port),
-        f"--select-db={profile.db}",
+        *where,
         f"--ratio={profile.ratio}",
         f"--test-time={profile.test_time_s}",
         "-t",
@@ -168,33 +182,52 @@ def memtier_args(
 
 
 @task(name="memtier", cache_policy=NO_CACHE)
-def memtier(env: Environment, profile: MemtierProfile) -> Measured:
+def memtier(
+    env: Environment, profile: MemtierProfile, primaries: list[Environment] | None = None
+) -> Measured:
     """`profile.repetitions` memtier_benchmark runs on a dedicated empty database, emptied
     before each run (every run starts from the same state, so the GET hit share and the
     latencies compare) and removed afterwards.
 
     A run's rows share its `started_at`: the warehouse numbers the runs by it (window_idx),
-    so each figure gets n, median and spread like the throughput cells."""
+    so each figure gets n, median and spread like the throughput cells.
+
+    `primaries`: a cluster as a whole (--cluster-mode through its seed): every primary is
+    claimed, and only the keys under the tool's memtier prefix are removed from it."""
     tool = find_tool("memtier_benchmark")
     if tool is None:
         raise RuntimeError("memtier_benchmark not installed")
+    cluster = unit_kind(env) == "cluster"
+    if cluster and not primaries:
+        raise Skipped("the cluster's primaries are not known (no topology this run)")
     rows: list[dict] = []
     window_s = 0.0
     with ExitStack() as stack:
         try:
-            credentials = stack.enter_context(tool_credentials(env, "memtier"))
+            # In cluster mode the tool authenticates on every primary: the user is on each.
+            credentials = stack.enter_context(
+                tool_credentials(env, "memtier", also_on=primaries or ())
+            )
         except ToolAuthUnavailable as exc:
             raise Skipped(str(exc)) from None
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="yardstick-memtier-"))
         notes: list[str] = []  # what an interrupted run left in the database, if anything
-        client = stack.enter_context(empty_database(env, profile.db, "memtier", notes))
+        if cluster:
+            clients = stack.enter_context(claimed_nodes(primaries or [], "memtier", notes))
+        else:
+            clients = [stack.enter_context(empty_database(env, profile.db, "memtier", notes))]
         for repetition in range(profile.repetitions):
             if repetition:
-                remove_all(client)  # the previous run's keys (not the claim): the tool's own
+                # The previous run's keys (not the claim): the tool's own.
+                for client in clients:
+                    if cluster:
+                        remove_cluster_load(client)
+                    else:
+                        remove_all(client)
             out = Path(tmp) / f"memtier-{repetition}.json"
             started_at, cpu_before, start = utc_now(), cpu_times(), time.perf_counter()
             run_tool(
-                memtier_args(tool, env, profile, out, credentials),
+                memtier_args(tool, env, profile, out, credentials, cluster=cluster),
                 timeout_s=profile.test_time_s + 60,
             )
             elapsed_s = time.perf_counter() - start
@@ -224,7 +257,7 @@ FAMILY = Family(
     phase="load",
     scope="environment",
     task=memtier,
-    arguments=lambda env, profile, ctx: (env, profile.memtier),
+    arguments=lambda env, profile, ctx: (env, profile.memtier, cluster_primaries(env, ctx)),
     tables=TABLES,
     settings=MemtierProfile,
     presets={

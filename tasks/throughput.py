@@ -1,12 +1,14 @@
 """Throughput: the redis-benchmark matrix (clients × pipeline × payload × test), each cell
 repeated, on scratch environments only. Runs in a dedicated, empty database and removes
-what it wrote."""
+what it wrote; on a Redis Cluster (`--cluster`, database 0 only) each primary is claimed and
+exactly the keys redis-benchmark names there are removed (yardstick/access/benchdb.py)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import itertools
+import re
 import time
 from contextlib import ExitStack
 
@@ -16,8 +18,9 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 
 from yardstick import interrupt
-from yardstick.access.benchdb import empty_database
+from yardstick.access.benchdb import claimed_nodes, empty_database
 from yardstick.access.environment import Environment
+from yardstick.access.topology import member
 from yardstick.host.hostload import busy_share, cpu_times
 from yardstick.host.tool_auth import (
     ToolAuthUnavailable,
@@ -27,7 +30,10 @@ from yardstick.host.tool_auth import (
 )
 from yardstick.host.tool_tls import tls_args
 from yardstick.host.tools import Tool, ToolFailed, ToolTimeout, find_tool, run_tool
-from yardstick.tasks.base import UTC_TS, Family, Measured, Skipped, utc_now
+from yardstick.tasks.base import UTC_TS, Family, Measured, RunContext, Skipped, unit_kind, utc_now
+
+# redis-benchmark learned --cluster in Redis 6.0.
+CLUSTER_SINCE = (6, 0, 0)
 
 
 class ThroughputProfile(BaseModel):
@@ -87,10 +93,16 @@ CSV_FIELDS = {
 }
 
 
+# What redis-benchmark --cluster prints before its CSV: the primaries it found.
+CLUSTER_PREAMBLE_RE = re.compile(r"Cluster has \d+ master nodes:|Master \d+: \S+ \S+")
+
+
 def parse_benchmark_csv(text: str) -> list[dict]:
     """Rows of `redis-benchmark --csv`: 6.2+ has a header and latency columns; 6.0 has
-    no header and two columns (test, rps)."""
-    records = [r for r in csv.reader(io.StringIO(text)) if r and r[0].strip()]
+    no header and two columns (test, rps). With --cluster, the primaries' list it prints
+    first is left out."""
+    lines = [line for line in text.splitlines() if not CLUSTER_PREAMBLE_RE.fullmatch(line)]
+    records = [r for r in csv.reader(io.StringIO("\n".join(lines))) if r and r[0].strip()]
     if not records:
         raise ValueError("redis-benchmark printed no CSV rows")
     if records[0][0] == "test":
@@ -115,18 +127,21 @@ def benchmark_args(
     requests: int,
     tests: list[str],
     credentials: ToolCredentials | None = None,
+    cluster: bool = False,
 ) -> list[str]:
     """The redis-benchmark command line for one cell. It never holds the environment's
     password: only a per-run ACL user's (yardstick.host.tool_auth), deleted after the run.
-    redis-benchmark reads no password variable (REDISCLI_AUTH is redis-cli's) nor file."""
+    redis-benchmark reads no password variable (REDISCLI_AUTH is redis-cli's) nor file.
+    `cluster`: the whole cluster through the URL's node (--cluster, no database: a cluster
+    has database 0 only)."""
+    where = ["--cluster"] if cluster else ["--dbnum", str(db)]
     args = [
         tool.path,
         "-h",
         env.host,
         "-p",
         str(env.port),
-        "--dbnum",
-        str(db),
+        *where,
         "-c",
         str(clients),
         "-P",
@@ -193,6 +208,7 @@ def run_cell(
         requests,
         profile.tests,
         credentials,
+        cluster=unit_kind(env) == "cluster",
     )
     try:
         parsed = parse_benchmark_csv(run_tool(args, timeout_s=profile.timeout_s))
@@ -206,22 +222,50 @@ def run_cell(
     return [{**base, **row, **timing, "status": status, "error": error} for row in parsed]
 
 
+def cluster_primaries(env: Environment, context: RunContext) -> list[Environment] | None:
+    """The primaries a cluster load writes to, each as its member environment (its hash tag
+    for the claim); None when `env` is not a cluster as a whole."""
+    shape = context.shape
+    if unit_kind(env) != "cluster" or shape is None:
+        return None
+    return [member(shape.env, node) for node in shape.primaries if node.host and node.slot_ranges]
+
+
 @task(name="throughput", cache_policy=NO_CACHE)
-def throughput(env: Environment, profile: ThroughputProfile) -> Measured:
-    """Run the matrix; repetitions are the outer loop so slow drift spreads over all cells."""
+def throughput(
+    env: Environment, profile: ThroughputProfile, primaries: list[Environment] | None = None
+) -> Measured:
+    """Run the matrix; repetitions are the outer loop so slow drift spreads over all cells.
+
+    `primaries`: a cluster as a whole, loaded through its seed; every primary is claimed
+    and left with none of redis-benchmark's keys."""
     tool = find_tool("redis-benchmark")
     if tool is None:
         raise RuntimeError("redis-benchmark not installed")
+    if unit_kind(env) == "cluster":
+        if tool.version < CLUSTER_SINCE:
+            raise Skipped(
+                f"redis-benchmark {tool.version_text} has no --cluster (6.0 and later): "
+                "a cluster cannot be loaded as a whole"
+            )
+        if not primaries:
+            raise Skipped("the cluster's primaries are not known (no topology this run)")
     rows: list[dict] = []
     window_s = 0.0
     cells = list(itertools.product(profile.clients, profile.pipelines, profile.payloads_bytes))
     with ExitStack() as stack:
         try:
-            credentials = stack.enter_context(tool_credentials(env, "throughput"))
+            # In cluster mode the tool authenticates on every primary: the user is on each.
+            credentials = stack.enter_context(
+                tool_credentials(env, "throughput", also_on=primaries or ())
+            )
         except ToolAuthUnavailable as exc:
             raise Skipped(str(exc)) from None
         notes: list[str] = []  # what an interrupted run left in the database, if anything
-        stack.enter_context(empty_database(env, profile.db, "throughput", notes))
+        if primaries:
+            stack.enter_context(claimed_nodes(primaries, "throughput", notes))
+        else:
+            stack.enter_context(empty_database(env, profile.db, "throughput", notes))
         for repetition in range(profile.repetitions):
             for clients, pipeline, payload_bytes in cells:
                 interrupt.check()
@@ -254,7 +298,7 @@ FAMILY = Family(
     phase="load",
     scope="environment",
     task=throughput,
-    arguments=lambda env, profile, ctx: (env, profile.throughput),
+    arguments=lambda env, profile, ctx: (env, profile.throughput, cluster_primaries(env, ctx)),
     tables=TABLES,
     settings=ThroughputProfile,
     presets={"nightly": ThroughputProfile(requests=50_000, repetitions=3)},

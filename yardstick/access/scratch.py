@@ -19,14 +19,18 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import redis
+from redis.crc import key_slot
 
 from yardstick.access.environment import Environment
 
 # Every key the tool writes starts with this; cleanup removes exactly these keys and never
-# flushes a database (a scratch server may hold someone else's keys too).
+# flushes a database (a scratch server may hold someone else's keys too). On a cluster node
+# the node's hash tag follows (`yardstick:fixture:{yst2}:`), so every fixture key routes to
+# a slot that node serves (fixture_prefix).
 FIXTURE_PREFIX = "yardstick:fixture:"
 # A hash in the client's database: one field per setting changed by a block still open (or
 # by a run that died inside one), its value the JSON intent (`from`, `to`, `at`, `pid`, `host`).
+# On a cluster node it carries the node's tag (intent_key): `yardstick:intent:{yst2}:config`.
 INTENT_KEY = "yardstick:intent:config"
 # Pipelined batch size when building fixtures: large enough to be quick, small enough that
 # no single command stalls the server (and lands in the SLOWLOG) for long.
@@ -34,6 +38,18 @@ BATCH = 1000
 
 
 log = logging.getLogger(__name__)
+
+
+def fixture_prefix(env: Environment) -> str:
+    """The prefix of the fixture keys the tool writes on `env`: FIXTURE_PREFIX, followed on a
+    cluster node by its hash tag so that the keys live on that node (no MOVED)."""
+    return f"{FIXTURE_PREFIX}{env.key_tag}:" if env.key_tag else FIXTURE_PREFIX
+
+
+def intent_key(env: Environment) -> str:
+    """The key holding `env`'s CONFIG SET intents: INTENT_KEY, tagged on a cluster node (a
+    CONFIG SET changes that node only, so its record lives there too)."""
+    return f"yardstick:intent:{env.key_tag}:config" if env.key_tag else INTENT_KEY
 
 
 class NotScratch(Exception):
@@ -59,28 +75,29 @@ def config_changes(
     Each change is recorded as an intent (INTENT_KEY) before it is made, and forgotten once
     set back, so a run killed inside the block leaves what `recover` needs."""
     require_scratch(env)
+    key = intent_key(env)
     original: dict[str, str] = {}
     # Intents this block recorded; an intent already there belongs to an enclosing block or
     # to a run that died (whose `from` is the true original): left for its owner/`recover`.
     recorded: list[str] = []
     try:
-        for key, value in changes.items():
-            before = client.config_get(key)
-            if key not in before:
-                raise ValueError(f"CONFIG GET {key}: this server has no such setting")
+        for setting, value in changes.items():
+            before = client.config_get(setting)
+            if setting not in before:
+                raise ValueError(f"CONFIG GET {setting}: this server has no such setting")
             # Recorded before the SET, so a SET that fails halfway is still undone.
-            original[key] = str(before[key])
-            intent = _intent(original[key], str(value))
-            if client.hsetnx(INTENT_KEY, key, json.dumps(intent)):
-                recorded.append(key)
-            client.config_set(key, value)
-            if key in recorded:
+            original[setting] = str(before[setting])
+            intent = _intent(original[setting], str(value))
+            if client.hsetnx(key, setting, json.dumps(intent)):
+                recorded.append(setting)
+            client.config_set(setting, value)
+            if setting in recorded:
                 # As the server reports it back (e.g. 1mb -> 1048576): what `recover` compares.
-                intent["to"] = str(client.config_get(key).get(key, value))
-                client.hset(INTENT_KEY, key, json.dumps(intent))
+                intent["to"] = str(client.config_get(setting).get(setting, value))
+                client.hset(key, setting, json.dumps(intent))
         yield dict(original)
     finally:
-        restore_config(client, original, forget=recorded)
+        restore_config(client, original, forget=recorded, intents=key)
 
 
 def _intent(before: str, after: str) -> dict[str, str | int]:
@@ -100,11 +117,14 @@ def _utc_now_iso() -> str:
 
 
 def restore_config(
-    client: redis.Redis, original: dict[str, str], forget: Collection[str] = ()
+    client: redis.Redis,
+    original: dict[str, str],
+    forget: Collection[str] = (),
+    intents: str = INTENT_KEY,
 ) -> None:
     """Set each setting back and read it again; raise RestoreFailed naming what differs.
-    The intents of `forget` are deleted once their setting is back (the hash vanishes when
-    empty); a setting not set back keeps its intent, for `recover`."""
+    The intents of `forget` are deleted from hash `intents` once their setting is back (the
+    hash vanishes when empty); a setting not set back keeps its intent, for `recover`."""
     problems: list[str] = []
     for key, value in reversed(list(original.items())):
         try:
@@ -113,7 +133,7 @@ def restore_config(
             if now != value:
                 problems.append(f"{key} is {now!r}, was {value!r}")
             elif key in forget:
-                client.hdel(INTENT_KEY, key)
+                client.hdel(intents, key)
         except redis.RedisError as exc:
             problems.append(f"{key} not restored to {value!r}: {exc}")
     if problems:
@@ -122,16 +142,17 @@ def restore_config(
 
 def recover(client: redis.Redis, env: Environment) -> list[str]:
     """Undo what an interrupted run left on this scratch server (in the client's database):
-    settings it changed, fixture keys it loaded. Return one note per thing undone or left
-    alone on purpose; an empty list when nothing was left."""
+    settings it changed, fixture keys it loaded (tagged or not). Return one note per thing
+    undone or left alone on purpose; an empty list when nothing was left."""
     require_scratch(env)
     notes: list[str] = []
-    for setting, text in sorted(client.hgetall(INTENT_KEY).items()):
+    key = intent_key(env)
+    for setting, text in sorted(client.hgetall(key).items()):
         note = _recover_setting(client, setting, text)
         if note:
             notes.append(note)
-        client.hdel(INTENT_KEY, setting)
-    removed = remove_fixture_keys(client)
+        client.hdel(key, setting)
+    removed = remove_fixture_keys(client, by_slot=env.cluster)
     if removed:
         notes.append(_fixture_note(removed))
     for note in notes:
@@ -179,8 +200,15 @@ def _fixture_note(removed: int) -> str:
     return f"removed {keys} ({FIXTURE_PREFIX}*) left by an interrupted run"
 
 
-def remove_fixture_keys(client: redis.Redis, prefix: str = FIXTURE_PREFIX) -> int:
-    """Delete every key under `prefix` (SCAN, then DEL in batches); return how many."""
+def remove_fixture_keys(
+    client: redis.Redis, prefix: str = FIXTURE_PREFIX, by_slot: bool = False
+) -> int:
+    """Delete every key under `prefix` (SCAN, then DEL in batches); return how many.
+
+    `by_slot`: a cluster node, where one DEL may name keys of one slot only (CROSSSLOT);
+    its SCAN returns only its own keys, whatever tag they carry."""
+    if by_slot:
+        return delete_by_slot(client, list(client.scan_iter(match=f"{prefix}*", count=BATCH)))
     removed, batch = 0, []
     for key in client.scan_iter(match=f"{prefix}*", count=BATCH):
         batch.append(key)
@@ -192,19 +220,33 @@ def remove_fixture_keys(client: redis.Redis, prefix: str = FIXTURE_PREFIX) -> in
     return removed
 
 
+def delete_by_slot(client: redis.Redis, keys: Collection[str], command: str = "DEL") -> int:
+    """DEL (or UNLINK) `keys` on one cluster node, one command per hash slot and batch (a
+    command naming keys of two slots is refused with CROSSSLOT); return how many went."""
+    by_slot: dict[int, list[str]] = {}
+    for key in keys:
+        by_slot.setdefault(key_slot(key.encode()), []).append(key)
+    pipe = client.pipeline(transaction=False)
+    for names in by_slot.values():
+        for start in range(0, len(names), BATCH):
+            pipe.execute_command(command, *names[start : start + BATCH])
+    return sum(pipe.execute()) if by_slot else 0
+
+
 @contextmanager
 def fixture_keys(client: redis.Redis, env: Environment) -> Iterator[str]:
-    """Yield the fixture key prefix; its keys are removed before (leftovers of a run that died)
-    and after the block, whatever happens inside."""
+    """Yield the fixture key prefix (tagged on a cluster node: fixture_prefix); its keys are
+    removed before (leftovers of a run that died) and after the block, whatever happens
+    inside."""
     require_scratch(env)
     # A fallback: `recover` removes them at the start of the run, and says so in the report.
-    removed = remove_fixture_keys(client)
+    removed = remove_fixture_keys(client, by_slot=env.cluster)
     if removed:
         log.warning("environment %r: %s", env.name, _fixture_note(removed))
     try:
-        yield FIXTURE_PREFIX
+        yield fixture_prefix(env)
     finally:
-        remove_fixture_keys(client)
+        remove_fixture_keys(client, by_slot=env.cluster)
 
 
 def members(count: int, seed: int) -> list[str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -93,39 +93,57 @@ def _create_user(client: redis.Redis, user: str, password: str) -> None:
 
 
 @contextmanager
-def tool_credentials(env: Environment, role: str = "tool-auth") -> Iterator[ToolCredentials]:
+def tool_credentials(
+    env: Environment, role: str = "tool-auth", also_on: Sequence[Environment] = ()
+) -> Iterator[ToolCredentials]:
     """Yield the user and password a wrapped tool authenticates with on `env`, for the
-    duration of the block; the user is deleted when the block ends, however it ends."""
+    duration of the block; the user is deleted when the block ends, however it ends.
+
+    `also_on`: more servers the tool connects to with the same credentials (a cluster's
+    primaries, for a tool in cluster mode): the same user is created on each, and deleted."""
     real_password = password_for(env)
     if real_password is None:
         yield ToolCredentials()
         return
     user = USER_PREFIX + secrets.token_hex(6)
     password = secrets.token_hex(24)  # hex: no ':' (memtier splits USER:PASSWORD at it)
-    client = open_client(env, role)
+    targets = [env] + [other for other in also_on if other.address != env.address]
+    clients: list[redis.Redis] = []
+    created: list[redis.Redis] = []  # the servers the user exists on
+    leftovers: list[str] = []
     try:
         try:
-            leftovers = remove_leftovers(client)
-            _create_user(client, user, password)
+            for target in targets:
+                clients.append(open_client(target, role))
+                leftovers += remove_leftovers(clients[-1])
+                _create_user(clients[-1], user, password)
+                created.append(clients[-1])
         except (redis.exceptions.ResponseError, ReadOnlyViolation) as exc:
             # unknown command 'ACL' (before 6.0), NOPERM (a user without ACL rights), ...
+            _delete_user(created, user)
             raise _unavailable(_reason(exc, password, real_password)) from None
         if leftovers:
             log.warning(
                 "environment %r: %s",
                 env.name,
-                leftovers_note(ToolCredentials(leftovers_removed=tuple(leftovers))),
+                leftovers_note(ToolCredentials(leftovers_removed=tuple(sorted(set(leftovers))))),
             )
         try:
-            yield ToolCredentials(user, password, tuple(leftovers))
+            yield ToolCredentials(user, password, tuple(sorted(set(leftovers))))
         finally:
-            try:
-                client.execute_command("ACL", "DELUSER", user)
-            except redis.exceptions.RedisError:
-                # The next run on this server deletes it (remove_leftovers).
-                pass
+            _delete_user(created, user)
     finally:
-        client.close()
+        for client in clients:
+            client.close()
+
+
+def _delete_user(clients: list[redis.Redis], user: str) -> None:
+    """ACL DELUSER on each server; one that fails is left for its next run (remove_leftovers)."""
+    for client in clients:
+        try:
+            client.execute_command("ACL", "DELUSER", user)
+        except redis.exceptions.RedisError:
+            pass
 
 
 def leftovers_note(credentials: ToolCredentials) -> str | None:
