@@ -143,6 +143,12 @@ def cleanup_step(env: Environment, profile: Profile) -> dict:
 
     start, started_at = time.perf_counter(), utc_now()
     step = {"family": "cleanup", "started_at": started_at, "window_s": 0.0}
+    if env.cluster and env.key_tag is None:
+        # A cluster node serving no slot (as discovered) holds none of the tool's keys, and
+        # every key command sent to it would be redirected.
+        now = utc_now()
+        reason = "nothing to clean: the node serves no hash slot"
+        return {**step, "status": "ok", "reason": reason, "finished_at": now, "duration_s": 0.0}
     try:
         client = open_client(env, "cleanup")
         try:

@@ -26,7 +26,7 @@ from yardstick.access.environment import Environment, Mode
 from yardstick.access.info import parse_info
 from yardstick.access.scratch import delete_by_slot
 from yardstick.errors import ConfigError
-from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
+from yardstick.tasks.base import UTC_TS, Family, Measured, Skipped, utc_now
 
 
 class MemoryShape(BaseModel):
@@ -460,6 +460,11 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
         )
     if env.mode not in profile.run_on or not profile.shapes:
         return Measured()
+    if env.cluster and env.key_tag is None:
+        raise Skipped(
+            "the cluster node serves no hash slot (as discovered): it holds no keys, and keys "
+            "written to it would be redirected"
+        )
     client = open_client(env, ROLE)
     loads, readings, samples = [], [], []
     window_s = 0.0

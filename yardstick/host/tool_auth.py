@@ -36,6 +36,9 @@ USER_PREFIX = "yardstick-bench-"
 # redis-benchmark asks CONFIG GET save/appendonly first; denied, it warns and goes on.
 # `resetchannels` (6.2+): no Pub/Sub channel; dropped on 6.0, which does not know it.
 COMMAND_RULES = ("~*", "resetchannels", "+@all", "-@admin", "-@dangerous")
+# A tool in cluster mode reads the cluster's layout first (redis-benchmark CLUSTER NODES,
+# memtier CLUSTER SLOTS): on Redis 6.2 CLUSTER is an @admin command, so allowed by name.
+CLUSTER_RULES = ("+cluster|nodes", "+cluster|slots")
 
 
 class ToolAuthUnavailable(Exception):
@@ -80,9 +83,12 @@ def remove_leftovers(client: redis.Redis) -> list[str]:
     return leftovers
 
 
-def _create_user(client: redis.Redis, user: str, password: str) -> None:
-    """ACL SETUSER with the narrow rules (without `resetchannels` on servers before 6.2)."""
-    rules = list(COMMAND_RULES)
+def _create_user(
+    client: redis.Redis, user: str, password: str, extra: tuple[str, ...] = ()
+) -> None:
+    """ACL SETUSER with the narrow rules (without `resetchannels` on servers before 6.2),
+    then `extra`."""
+    rules = list(COMMAND_RULES) + list(extra)
     try:
         client.execute_command("ACL", "SETUSER", user, "reset", "on", f">{password}", *rules)
     except redis.exceptions.ResponseError as exc:
@@ -116,7 +122,7 @@ def tool_credentials(
             for target in targets:
                 clients.append(open_client(target, role))
                 leftovers += remove_leftovers(clients[-1])
-                _create_user(clients[-1], user, password)
+                _create_user(clients[-1], user, password, CLUSTER_RULES if also_on else ())
                 created.append(clients[-1])
         except (redis.exceptions.ResponseError, ReadOnlyViolation) as exc:
             # unknown command 'ACL' (before 6.0), NOPERM (a user without ACL rights), ...
