@@ -119,20 +119,25 @@ def run_family(
     return step
 
 
-def unreachable_step(env: Environment, reason: str) -> dict:
-    """The step row of a server that did not answer before any family (its host lock's
-    identity call): the families after it are not attempted."""
-    run_logger().warning("%s: not measured: %s", env.name, reason)
+def instant_step(family: str, status: str, reason: str) -> dict:
+    """A step row that took no time: a family not attempted, a server that did not answer."""
     now = utc_now()
     return {
-        "family": "connect",
+        "family": family,
         "started_at": now,
         "finished_at": now,
         "duration_s": 0.0,
         "window_s": 0.0,
-        "status": "failed",
+        "status": status,
         "reason": reason,
     }
+
+
+def unreachable_step(env: Environment, reason: str) -> dict:
+    """The step row of a server that did not answer before any family (its host lock's
+    identity call): the families after it are not attempted."""
+    run_logger().warning("%s: not measured: %s", env.name, reason)
+    return instant_step("connect", "failed", reason)
 
 
 def cleanup_step(env: Environment, profile: Profile) -> dict:

@@ -15,6 +15,7 @@ from yardstick.access.topology import Shape, discover, units_of
 from yardstick.flows.hostlock import HostBusy, host_slots
 from yardstick.flows.landing import (
     cleanup_step,
+    instant_step,
     one_line,
     record_run,
     run_family,
@@ -105,19 +106,9 @@ def measure_units(
                         if step.get("unreachable"):
                             unreachable[unit.name] = step.pop("unreachable")
     except (HostBusy, TimeoutError) as exc:
-        now = utc_now()
         for unit in units:
             steps[unit.name] = [
-                {
-                    "family": f.name,
-                    "started_at": now,
-                    "finished_at": now,
-                    "duration_s": 0.0,
-                    "window_s": 0.0,
-                    "status": "skipped",
-                    "reason": f"host busy: {exc}",
-                }
-                for f in plans[unit.name]
+                instant_step(f.name, "skipped", f"host busy: {exc}") for f in plans[unit.name]
             ]
     if shape is not None and shape.problems:
         run_logger().warning("%s: %s", env.name, "; ".join(shape.problems))

@@ -224,6 +224,8 @@ class Cluster(Topology):
     `primary_of`)."""
 
     primaries: list[int] = field(default_factory=list)
+    # How many primaries `redis-cli --cluster create` was asked for (before they are known).
+    expected_primaries: int = 0
     replicas: list[int] = field(default_factory=list)
     primary_of: dict[int, int] = field(default_factory=dict)
 
@@ -269,7 +271,7 @@ class Cluster(Topology):
                     for line in nodes.splitlines()
                     if line.strip()
                 )
-                if masters != len(self.primaries):
+                if masters != (len(self.primaries) or self.expected_primaries):
                     return False
             for port in self.replicas:
                 replication = info(port, "replication")
@@ -288,7 +290,7 @@ def start_cluster(
     """Start a cluster (redis-cli --cluster create) and wait until it is healthy."""
     cli = _cli_or_raise(binary)
     root = Path(tempfile.mkdtemp(prefix="yardstick-cluster-"))
-    cluster = Cluster(binary=binary, cli=cli, root=root)
+    cluster = Cluster(binary=binary, cli=cli, root=root, expected_primaries=primaries)
     count = primaries * (1 + replicas_each)
     try:
         for _ in range(count):
@@ -326,6 +328,7 @@ def start_cluster(
                 cluster.primary_of[server.port] = int(replication["master_port"])
         cluster.primaries.sort()
         cluster.replicas.sort()
+        cluster.wait_healthy()  # now with the replicas known: their links up too
         return cluster
     except BaseException:
         cluster.stop()
