@@ -5,7 +5,7 @@ environments measured in one flow run.
 
 Starts, all on this machine and stopped on exit (Ctrl-C included): a Prefect server of its
 own (`prefect server start` on a free loopback port, throwaway PREFECT_HOME), four embedded
-scratch redis-servers, and one `prefect worker start --pool yardstick --work-queue <site>`
+scratch redis-servers, and one `prefect worker start --pool yardstick-sites --work-queue <site>`
 per site (own PREFECT_HOME and working folder, as tests/test_sites.py does). Each round runs
 both variants, in alternating order, with nightly() called in this process (the hub), the
 quick profile, and a fresh local lake, warehouse and reports folder per run:
@@ -46,6 +46,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PREFECT = Path(sys.executable).parent / "prefect"
 WORKDIR_STEP = "prefect.deployments.steps.set_working_directory"
+# flows/sites.py SITE_POOL (not imported here: prefect is imported once PREFECT_HOME is set).
+SITE_POOL = "yardstick-sites"
 SITES = ("east", "west")
 ENVS_PER_SITE = 2
 DEFAULT_FAMILIES = "fingerprint,round_trip,counters,slowlog"
@@ -156,7 +158,7 @@ def _deploy(client, name: str, entrypoint: str) -> None:
         flow_id=flow_id,
         name=deployment,
         entrypoint=entrypoint,
-        work_pool_name="yardstick",
+        work_pool_name=SITE_POOL,
         pull_steps=[{WORKDIR_STEP: {"directory": str(REPO)}}],
     )
 
@@ -175,7 +177,7 @@ def _start_worker(site: str, home: Path, api_url: str) -> subprocess.Popen:
             "worker",
             "start",
             "--pool",
-            "yardstick",
+            SITE_POOL,
             "--work-queue",
             site,
             "--type",
@@ -196,7 +198,7 @@ def _wait_for_workers(client, names: set[str], timeout_s: float = 90) -> None:
     """Until every worker has polled the pool (it then takes runs within a second)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        seen = {w.name for w in client.read_workers_for_work_pool("yardstick")}
+        seen = {w.name for w in client.read_workers_for_work_pool(SITE_POOL)}
         if names <= seen:
             return
         if time.monotonic() > deadline:
@@ -693,9 +695,7 @@ def main() -> int:
             work, [s.url for s in redis_servers], families
         )
         with get_client(sync_client=True) as client:
-            client.create_work_pool(
-                WorkPoolCreate(name="yardstick", type="process"), overwrite=True
-            )
+            client.create_work_pool(WorkPoolCreate(name=SITE_POOL, type="process"), overwrite=True)
             _deploy(client, SITE_DEPLOYMENT, "flows/sites.py:measure_site")
             workers = [_start_worker(site, work / f"site-{site}", api_url) for site in SITES]
             _wait_for_workers(client, {f"worker-{site}" for site in SITES})

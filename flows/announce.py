@@ -19,6 +19,7 @@ EVENTS = {
     "improvement": "yardstick.improvement",
     "steady": "yardstick.steady",
     "not judged": "yardstick.not-judged",
+    "missing": "yardstick.missing",  # a site whose run never ran: missing_reason says why
 }
 _COUNTS = (
     "figures",
@@ -99,6 +100,7 @@ def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
             "run_id": summary["run_id"],
             "profile": summary["profile"],
             "verdict": summary["verdict"],
+            "missing_reason": summary.get("missing_reason"),
             **{name: summary[name] for name in _COUNTS},
             "moved": figures[:MAX_FIGURES],
             "moved_left_out": max(0, len(figures) - MAX_FIGURES),
@@ -110,6 +112,8 @@ def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
 def message(payload: dict) -> tuple[str, str]:
     """(subject, body) of one environment's verdict, for a notification block."""
     subject = f"redis-yardstick: {payload['verdict']} on {payload['env']}"
+    if payload.get("missing_reason"):
+        return subject, f"Run {payload['run_id']}: missing: {payload['missing_reason']}"
     lines = [
         f"Run {payload['run_id']} ({payload['profile']}): {payload['regressions']} regression(s),"
         f" {payload['improvements'] + payload['changed']} improvement(s),"

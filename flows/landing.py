@@ -20,7 +20,15 @@ from yardstick.settings.config import Environment
 from yardstick.settings.profiles import Profile
 from yardstick.storage import lake
 from yardstick.storage.schemas import to_table
-from yardstick.tasks.base import Family, RunContext, Skipped, utc_now
+from yardstick.tasks.base import (
+    Family,
+    Measured,
+    Progress,
+    RunContext,
+    Skipped,
+    tracking_progress,
+    utc_now,
+)
 
 # Failures that mean the server cannot be reached at all: later families are skipped.
 UNREACHABLE = ("ConnectionError", "TimeoutError", "AuthenticationError", "MissingSecret")
@@ -93,22 +101,32 @@ def run_family(
         }
     timeout_s = family_timeout_s(family.name, env, profile)
     try:
-        with interrupt.bounded(family.name, timeout_s):
+        with tracking_progress() as progress, interrupt.bounded(family.name, timeout_s):
             run = family.run_plain if plain else family.run
             measured = run(env, profile, context)
         for table, data in measured.tables.items():
             lake.write(lake_dir, table, env.name, run_id, data)
-        status = "failed" if measured.problems else "ok"
-        reason = "; ".join(measured.problems + measured.notes) or None
+        # Cells or repetitions left out to stay within the bound: partial, and says which.
+        done = [progress.summary()] if progress.partial else []
+        status = "failed" if measured.problems else ("partial" if done else "ok")
+        if done and not progress.done:
+            status = "failed"  # none fitted: nothing measured
+        reason = "; ".join(done + measured.problems + measured.notes) or None
         step.update(status=status, reason=reason, window_s=measured.window_s)
     except Skipped as exc:
         step.update(status="skipped", reason=str(exc))
     except interrupt.Interrupted as exc:
         # The family's own finally blocks have restored what it changed on the way out.
-        step.update(status="interrupted", reason=str(exc))
+        landed, finished = land_finished(progress, env, run_id, lake_dir)
+        reason = "; ".join(filter(None, [str(exc), landed]))
+        step.update(status="interrupted", reason=reason, window_s=finished.window_s)
     except interrupt.FamilyTimeout as exc:
         run_logger().warning("%s: %s", env.name, exc)
-        step.update(status="failed", reason=f"timed out: {exc}")
+        landed, finished = land_finished(progress, env, run_id, lake_dir)
+        # What finished landed: partial; nothing finished (or a cell failed): failed.
+        status = "partial" if finished.tables and not finished.problems else "failed"
+        reason = "; ".join(filter(None, [f"timed out: {exc}", landed]))
+        step.update(status=status, reason=reason, window_s=finished.window_s)
     except Exception as exc:  # one family failing must not stop the others
         reason = one_line(exc)
         run_logger().warning("%s: %s failed: %s", env.name, family.name, reason)
@@ -117,6 +135,27 @@ def run_family(
             step["unreachable"] = reason
     step.update(finished_at=utc_now(), duration_s=time.perf_counter() - step_start)
     return step
+
+
+def land_finished(
+    progress: Progress, env: Environment, run_id: str, lake_dir: str
+) -> tuple[str, Measured]:
+    """Land what a stopped family finished (its last snapshot: whole units only, each table
+    written atomically by lake.write); what the step's reason says of it, and what landed
+    (no tables: nothing)."""
+    if not progress.done or progress.snapshot is None:
+        # A family that plans no units says nothing more than its stop.
+        said = f"nothing finished to land ({progress.summary()})" if progress.planned else ""
+        return said, Measured()
+    try:
+        measured = progress.snapshot()
+        for table, data in measured.tables.items():
+            lake.write(lake_dir, table, env.name, run_id, data)
+    except Exception as exc:  # said in the step: the stop itself is the news
+        run_logger().warning("%s: finished work not landed: %s", env.name, one_line(exc))
+        return f"{progress.summary()} finished, not landed: {one_line(exc)}", Measured()
+    said = "; ".join([f"landed {progress.summary()}", *measured.problems, *measured.notes])
+    return said, measured
 
 
 def instant_step(family: str, status: str, reason: str) -> dict:
@@ -190,8 +229,12 @@ def record_run(
 ) -> EnvOutcome:
     """Land the steps and the run row for one environment, and return its outcome."""
     failed = [s for s in steps if s["status"] == "failed"]
+    # A family that landed part of its work (cells skipped or cut at its bound) makes the
+    # run partial, never ok; with every other family failed it is still partial: some landed.
+    partial = [s for s in steps if s["status"] == "partial"]
     ok = [s for s in steps if s["status"] == "ok"]
-    status = "ok" if not failed else ("partial" if ok else "failed")
+    status = "ok" if not (failed or partial) else ("partial" if ok or partial else "failed")
+    failed += partial
     if any(s["status"] == "interrupted" for s in steps) or interrupt.STOP.is_set():
         status = "interrupted"
         failed += [s for s in steps if s["status"] == "interrupted"][:1]

@@ -29,6 +29,7 @@ from yardstick.flows.sites import (
     wait_for_sites,
 )
 from yardstick.flows.targets import (
+    check_secrets,
     configured_lake,
     configured_notify,
     environments,
@@ -38,8 +39,8 @@ from yardstick.flows.units import measure_units
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import Profile, get_profile
-from yardstick.storage import compaction, cursors, lake, retention, warehouse
-from yardstick.storage.preflight import check_writable, run_folders
+from yardstick.storage import compaction, cursors, dbt, lake, retention, warehouse
+from yardstick.storage.preflight import check_run_paths
 from yardstick.tasks.base import RunContext
 
 # How long an interrupted run waits for its families to restore the servers and land.
@@ -127,21 +128,27 @@ def measure_environments(
 
 
 @task(name="compact-lake", cache_policy=NO_CACHE)
-def compact_lake(lake_dir: str) -> str:
-    """Merge the lake's small files (per table, environment and month); say what it did."""
-    report = compaction.compact(lake_dir)
+def compact_lake(lake_dir: str) -> str | None:
+    """Merge the lake's small files (per table, environment and month) and say what it did;
+    return None, or why the lake could not be written (full, a folder gone)."""
+    try:
+        report = compaction.compact(lake_dir)
+    except OSError as exc:
+        return _lake_problem(lake_dir, "compaction", exc)
     get_run_logger().info(report.summary())
-    return report.summary()
+    return None
 
 
 @task(name="update-warehouse", cache_policy=NO_CACHE)
 def update_warehouse(
     lake_dir: str, warehouse_path: str, full_rebuild: bool = False, until_run_id: str | None = None
 ) -> str:
-    """Add what landed since the last update to the warehouse (or rebuild it, saying why)."""
-    result = warehouse.update(
-        lake_dir, warehouse_path, full=full_rebuild, until_run_id=until_run_id
-    )
+    """Add what landed since the last update to the warehouse (or rebuild it, saying why);
+    Ctrl-C or SIGTERM stops it within seconds (interrupt.Interrupted)."""
+    with dbt.signals_stop_the_update():
+        result = warehouse.update(
+            lake_dir, warehouse_path, full=full_rebuild, until_run_id=until_run_id
+        )
     get_run_logger().info(
         "warehouse %s (%s): %d runs, %d files read, load %.1f s, models %.1f s, total %.1f s",
         result.mode,
@@ -156,11 +163,27 @@ def update_warehouse(
 
 
 @task(name="apply-retention", cache_policy=NO_CACHE)
-def apply_retention(lake_dir: str, warehouse_path: str, detail_days: int) -> str:
-    """Drop per-run detail older than `detail_days`, its figures kept in the lake."""
-    report = retention.apply(lake_dir, warehouse_path, detail_days)
+def apply_retention(lake_dir: str, warehouse_path: str, detail_days: int) -> str | None:
+    """Drop per-run detail older than `detail_days`, its figures kept in the lake; return
+    None, or why the lake could not be written."""
+    try:
+        report = retention.apply(lake_dir, warehouse_path, detail_days)
+    except OSError as exc:
+        return _lake_problem(lake_dir, "retention", exc)
     get_run_logger().info(report.summary())
-    return report.summary()
+    return None
+
+
+def _lake_problem(lake_dir: str, what: str, exc: OSError) -> str:
+    """A lake step that could not write, as one logged line (no traceback): every lake file
+    appears whole or not at all, so what landed stays readable and the next run does the
+    step again."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if exc.filename:
+        reason += f": {exc.filename}"
+    line = f"lake {lake_dir}: {what} not done ({reason}); the next run does it"
+    get_run_logger().error(line)
+    return line
 
 
 @task(name="render-reports", cache_policy=NO_CACHE)
@@ -237,12 +260,15 @@ def nightly(
     interrupt.watch_parent()  # under a worker: stop once the worker is gone
     chosen = get_profile(profile)
     lake_dir = lake_dir or configured_lake(config_path) or "lake"
-    # Before any server is touched: a lake that cannot be written is one line, not a lost run.
-    check_writable(run_folders(lake_dir, warehouse_path, out_dir))
+    # Before any server is touched: a lake that cannot be written, or a directory given as
+    # the warehouse file, is one line, not a lost run.
+    check_run_paths(lake_dir, warehouse_path, out_dir)
     run_id = lake.new_run_id()
     parts: list[SiteRun] = []
     with environments(config_path, env_names) as (envs, server_binary):
         by_site = sites_of(envs)
+        # This process measures the local site only: other sites check their own secrets.
+        check_secrets(by_site.get(LOCAL_SITE, []), config_path or "embedded default")
         if config_path and set(by_site) != {LOCAL_SITE}:
             # Other sites measure from where their servers are, meanwhile.
             parts = send_sites(by_site, run_id, lake_dir, config_path, chosen.name)
@@ -264,16 +290,29 @@ def nightly(
             outcomes=outcomes,
         )
 
+    def stopped(where: str, message: str) -> State:
+        """The run stopped by the operator at `where`, for its caller."""
+        part = summary()
+        part.stopped = where
+        return Cancelled(message=f"{interrupt.stop_reason()}: {message}", data=part)
+
     if interrupt.STOP.is_set():
         # Stopped by the operator: servers restored and the interruption landed; the
         # warehouse and the reports are brought up to date by the next run.
-        return Cancelled(
-            message=f"{interrupt.stop_reason()}: stopped after restoring the servers",
-            data=summary(),
-        )
-    compact_lake(lake_dir)
-    update_warehouse(lake_dir, warehouse_path, full_rebuild, until_run_id=run_id)
-    apply_retention(lake_dir, warehouse_path, detail_days)
+        return stopped("measuring", "stopped after restoring the servers")
+    # A lake that fills up (or a folder lost) mid-run: what landed stays readable (every
+    # lake file appears whole or not at all), so the run still builds and reports it.
+    problems = [compact_lake(lake_dir)]
+    try:
+        update_warehouse(lake_dir, warehouse_path, full_rebuild, until_run_id=run_id)
+    except interrupt.Interrupted:
+        # dbt cancelled within seconds: a rebuild's folder is removed, an update left
+        # unfinished makes the next one a rebuild; nothing rendered from a half-built one.
+        return stopped("warehouse", "stopped while updating the warehouse")
+    problems.append(apply_retention(lake_dir, warehouse_path, detail_days))
+    problems = [line for line in problems if line]
+    if interrupt.STOP.is_set():
+        return stopped("reports", "stopped after updating the warehouse, before rendering")
     reports = render(warehouse_path, out_dir, run_id, [part.summary() for part in parts])
     for outcome in outcomes:
         outcome.report = reports.get(outcome.env)
@@ -281,9 +320,13 @@ def nightly(
     # Tonight's verdict per environment as a Prefect event: an automation notifies people.
     announce_verdicts(warehouse_path, run_id, configured_notify(config_path))
     finished = summary()
-    if finished.failed:
+    finished.problems = problems
+    if finished.failed or problems:
         names = ", ".join(f"{o.env} ({o.status})" for o in finished.failed)
-        return Failed(message=f"environments not fully measured: {names}", data=finished)
+        message = "; ".join(
+            ([f"environments not fully measured: {names}"] if names else []) + problems
+        )
+        return Failed(message=message, data=finished)
     return finished
 
 

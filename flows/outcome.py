@@ -33,6 +33,11 @@ class RunSummary(BaseModel):
     out_dir: str
     wall_s: float
     outcomes: list[EnvOutcome]
+    # What went wrong beside the environments (the lake full at compaction), one line each.
+    problems: list[str] = []
+    # Where a stop request (Ctrl-C, SIGTERM) found the run: "measuring", "warehouse" (its
+    # update abandoned), "reports" (the warehouse updated, nothing rendered); None otherwise.
+    stopped: str | None = None
 
     @property
     def failed(self) -> list[EnvOutcome]:

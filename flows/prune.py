@@ -35,8 +35,15 @@ from prefect.client.schemas.objects import StateType
 from prefect.exceptions import ObjectNotFound
 from pydantic import BaseModel
 
-# The flows whose runs are pruned (flows of other projects on the same server are left alone).
-YARDSTICK_FLOWS = ["yardstick-collect", "yardstick-nightly", "yardstick-prune"]
+# The flows whose runs are pruned: every flow prefect.yaml deploys (tests/test_fail_early.py
+# ties the two); flows of other projects on the same server are left alone. The site flow
+# (flows/sites.py SITE_FLOW) is named here, not imported: prune must stay a light import.
+YARDSTICK_FLOWS = [
+    "yardstick-collect",  # collect and collect-site
+    "yardstick-measure-site",
+    "yardstick-nightly",
+    "yardstick-prune",
+]
 # Keys of the artifacts the nightly flow publishes (SQL LIKE pattern).
 ARTIFACT_KEYS = "yardstick-%"
 # Rows per API page (the server's default and maximum limit is 200).

@@ -1,7 +1,7 @@
 """Many sites: each environment is measured from its own site (a network, a region) by a Prefect
 worker there. The nightly run measures `local` environments itself, sends every other site's
-to that site's work queue as a run of the `measure-site` deployment, and waits for them (or
-gives up on them) before it builds and reports once."""
+to that site's work queue of the `yardstick-sites` pool as a run of the `measure-site`
+deployment, and waits for them (or gives up on them) before it builds and reports once."""
 
 from __future__ import annotations
 
@@ -11,22 +11,27 @@ from dataclasses import dataclass
 from prefect import flow
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import FlowRun, StateType
+from prefect.context import FlowRunContext
 from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled
 
-from yardstick import interrupt
-from yardstick.flows.landing import record_run, run_logger
+from yardstick import __version__, interrupt
+from yardstick.flows.landing import run_logger
 from yardstick.flows.outcome import EnvOutcome
 from yardstick.flows.plan import host_group_label
-from yardstick.flows.targets import environments
+from yardstick.flows.targets import check_secrets, environments
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import get_profile
 from yardstick.storage import lake, lakefs
+from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import utc_now
 
 SITE_FLOW = "yardstick-measure-site"
 SITE_DEPLOYMENT = f"{SITE_FLOW}/measure-site"
+# The sites' own work pool (prefect.yaml): one queue per site, polled by that site's worker
+# only. The hub's worker polls the `yardstick` pool, every queue of it, never this one.
+SITE_POOL = "yardstick-sites"
 # A site whose run no worker has started after this long has no worker up (README).
 START_TIMEOUT_S = 900.0
 # A site's whole measurement, once started (a nightly run of several environments).
@@ -49,14 +54,36 @@ def measure_site(
 
     interrupt.quiet_stop_tracebacks()
     interrupt.watch_parent()
+    check_own_queue(site)
     chosen = get_profile(profile)
     with environments(config_path, env_names) as (envs, server_binary):
         mine = [env for env in envs if env.site == site]
         if not mine:
             run_logger().warning("site %s: no environment of this run is at this site", site)
             return []
+        # This site's secrets live here: an unset one stops the part before any server.
+        check_secrets(mine, config_path)
         outcomes = measure_environments(mine, chosen, run_id, lake_dir, server_binary)
     return [outcome.model_dump() for outcome in outcomes]
+
+
+def worker_command(site: str) -> str:
+    """The command that starts a site's worker (README "Many sites")."""
+    return f"prefect worker start --pool {SITE_POOL} --work-queue {site}"
+
+
+def check_own_queue(site: str) -> None:
+    """Refuse to measure a site's environments from a flow run that a worker took from
+    another work queue: the run rows say `site`, so it must be where they were measured."""
+    context = FlowRunContext.get()
+    run = context.flow_run if context else None
+    queue = run.work_queue_name if run else None
+    if queue is not None and queue != site:
+        raise RuntimeError(
+            f"site {site}: this flow run came from work queue {queue!r} of pool "
+            f"{run.work_pool_name!r}, not the site's own; nothing measured (start `"
+            f"{worker_command(site)}` in that site)"
+        )
 
 
 @dataclass
@@ -116,8 +143,8 @@ def send_sites(
             # deployed: nothing can take the site's part.
             part.missing = (
                 f"not sent: this Prefect API has no {SITE_DEPLOYMENT} deployment (deploy "
-                f"prefect.yaml and run `prefect worker start --pool yardstick --work-queue "
-                f"{site}` in that site; `yardstick run` measures the local site only)"
+                f"prefect.yaml and run `{worker_command(site)}` in that site; `yardstick "
+                f"run` measures the local site only)"
             )
             part.state = "not sent"
         except Exception as exc:  # the API refused: this site only is missing
@@ -159,8 +186,8 @@ def wait_for_sites(
                 if never_started and elapsed > start_timeout_s:
                     part.missing = (
                         f"no worker of work queue {part.site!r} started its run within "
-                        f"{start_timeout_s:.0f} s (is `prefect worker start --pool yardstick "
-                        f"--work-queue {part.site}` running there?)"
+                        f"{start_timeout_s:.0f} s (is `{worker_command(part.site)}` running "
+                        f"there?)"
                     )
                 elif elapsed > site_timeout_s:
                     part.missing = f"its run did not finish within {site_timeout_s:.0f} s"
@@ -178,34 +205,49 @@ def wait_for_sites(
 
 
 def record_missing(part: SiteRun, run_id: str, lake_dir: str, profile_name: str) -> None:
-    """Land a failed run row (with its reason) for each environment of a missing site that
-    has none: the reports then list them as not measured, and say why."""
+    """Land a `missing` run row (with its reason) for each environment of a missing site that
+    has none. Written by the hub, it carries no duration, machine or pid: nothing measured."""
     landed = {f.env for f in lake.current_files(lake_dir, ["runs"]) if run_id in f.runs}
     profile = get_profile(profile_name)
     for env in part.envs:
         if env.name in landed:
             continue
         now = utc_now()
+        reason = f"site {part.site}: {part.missing}"
         step = {
             "family": "site",
             "status": "failed",
-            "reason": f"{part.site}: {part.missing}",
+            "reason": reason,
             "started_at": now,
             "finished_at": now,
-            "duration_s": 0.0,
+            "duration_s": None,
             "window_s": 0.0,
         }
+        run_row = {
+            "profile": profile.name,
+            "started_at": now,
+            "finished_at": now,
+            "duration_s": None,  # not measured: no time to show
+            "status": "missing",
+            "error": reason,
+            "mode": env.mode,
+            "transport": env.transport_label,
+            "url": env.url_redacted,
+            "host_group": host_group_label([env]),
+            "same_server_as": env.same_server_as,
+            "prober_on_host": env.on_server_host,
+            "tool_version": __version__,
+            "site": env.site,
+            # No prober, no worker: the hub's own process measured nothing of it.
+            "prober_hostname": None,
+            "prober_pid": None,
+            "worker_pid": None,
+            "flow_run_id": part.flow_run_id,  # the site's run nobody started (or None)
+        }
         try:
-            record_run(
-                env,
-                profile,
-                run_id,
-                lake_dir,
-                host_group_label([env]),
-                now,
-                time.perf_counter(),
-                [step],
-            )
+            # Steps first: the run row marks the environment's files whole (landing.py).
+            lake.write(lake_dir, "steps", env.name, run_id, to_table("steps", [step]))
+            lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run_row]))
         except lake.LakeConflict:
             continue  # the site landed it after all, just now
 
@@ -229,7 +271,7 @@ def site_outcomes(
             env=row["env"],
             mode=row["mode"] or "",
             status=row["status"],
-            duration_s=row["duration_s"] or 0.0,
+            duration_s=row["duration_s"] or 0.0,  # None: missing, never measured
             window_s=windows.get(row["env"], 0.0),
             error=row["error"],
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from difflib import get_close_matches
@@ -26,6 +27,32 @@ def select(envs: list[Environment], names: list[str] | None, source: str) -> lis
             close = get_close_matches(name, known, n=3) or sorted(known)
             raise ConfigError(f"{source}: no environment {name!r} (known: {', '.join(close)})")
     return [known[name] for name in names]
+
+
+def missing_secrets(envs: list[Environment]) -> list[str]:
+    """Each password variable these environments name (password_env, sentinel.password_env)
+    that is not set, each as "environment 'x', field 'f': variable V is not set"."""
+    missing: list[str] = []
+    for env in envs:
+        wanted = [("password_env", env.password_env)]
+        if env.sentinel is not None:
+            wanted.append(("sentinel.password_env", env.sentinel.password_env))
+        for field, variable in wanted:
+            if variable and os.environ.get(variable) is None:
+                missing.append(
+                    f"environment {env.name!r}, field {field!r}: variable {variable} is not set"
+                )
+    return missing
+
+
+def check_secrets(envs: list[Environment], source: str) -> None:
+    """Before any server is contacted: every password variable of the environments this
+    process measures is set, else one ConfigError line naming each one missing. Only this
+    process's environments: another site's are checked by that site's own run, where its
+    variables live."""
+    missing = missing_secrets(envs)
+    if missing:
+        raise ConfigError(f"{source}: " + "; ".join(missing))
 
 
 def sites_of(envs: list[Environment]) -> dict[str, list[Environment]]:

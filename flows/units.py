@@ -40,7 +40,10 @@ def members_step(outcomes: list[EnvOutcome], started_at) -> dict:
         "finished_at": now,
         "duration_s": (now - started_at).total_seconds(),
         "window_s": 0.0,
-        "status": "failed" if bad else "ok",
+        # A member that measured part of its families makes this step partial, not failed.
+        "status": "ok"
+        if not bad
+        else ("partial" if all(o.status == "partial" for o in bad) else "failed"),
         "reason": reason or f"{len(outcomes)} other servers measured",
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,12 @@ def quantity(value: Any, unit: str | None) -> str:
     return f"{fmt(value, unit)} {unit}"
 
 
+def measured_by(run: dict) -> str:
+    """The machine and worker that measured a run, as its own row says: `host (worker pid N)`."""
+    worker = f" (worker pid {run['worker_pid']})" if run.get("worker_pid") else ""
+    return f"{run['prober_hostname']}{worker}"
+
+
 def _jinja() -> Jinja:
     """The template environment (markdown, so no HTML escaping)."""
     env = Jinja(
@@ -61,6 +68,7 @@ def _jinja() -> Jinja:
     )
     env.filters["fmt"] = fmt
     env.filters["quantity"] = quantity
+    env.filters["measured_by"] = measured_by
     env.filters["nature"] = lambda nature: NATURE_LABEL.get(nature, nature)
     return env
 
@@ -74,7 +82,8 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) 
 
 def _write(path: Path, text: str) -> None:
     """Replace a file atomically so a reader never sees half a report."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    # Per process and thread: two runs rendering into one folder never share a temporary file.
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     tmp.write_text(text)
     os.replace(tmp, path)
 
@@ -185,7 +194,7 @@ def render_reports(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jinja = _jinja()
-    con = connect_read_only(warehouse_path)
+    con = connect_read_only(warehouse_path, who=f"run {run_id}" if run_id else None)
     try:
         contexts = [environment_context(con, run) for run in _latest_runs(con, run_id)]
         member_of = dict(

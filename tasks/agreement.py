@@ -6,6 +6,7 @@ second of its own and is matched to the sample of the second its SLOWLOG entry n
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import UTC, datetime
 
@@ -20,9 +21,12 @@ from yardstick.access.connect import client_name, open_client
 from yardstick.access.environment import Environment
 from yardstick.access.scratch import build_list, config_changes, fixture_keys, require_scratch
 from yardstick.access.slowlog_parse import parse_latency_history
+from yardstick.tasks import base
 from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
 from yardstick.tasks.slowlog import (
     SPAN_SCHEMA,
+    ServerIdentity,
+    SlowlogSpan,
     find_own_entry,
     newest_entry_id,
     server_identity,
@@ -114,6 +118,13 @@ def agreement(env: Environment, profile: AgreementProfile) -> Measured:
     require_scratch(env)
     client = open_client(env, ROLE)
     rows: list[dict] = []
+    progress = base.progress()
+    progress.plan(profile.repetitions, "repetitions")
+
+    def finished(count: int, window_s: float) -> Measured:
+        """The Measured of the first `count` repetitions (called once the span is closed)."""
+        return _measured(rows[:count], identity, profile, original, span, window_s)
+
     try:
         identity = server_identity(client)
         with fixture_keys(client, env) as prefix:
@@ -128,22 +139,46 @@ def agreement(env: Environment, profile: AgreementProfile) -> Measured:
                 with config_changes(client, env, changes) as original:
                     start = time.perf_counter()
                     last_id = newest_entry_id(client)
+                    longest_s: float | None = None
                     for rep_idx in range(profile.repetitions):
                         interrupt.check()
+                        # A repetition starts only when it can finish within the bound.
+                        if not interrupt.fits(longest_s):
+                            progress.skip("SORT", interrupt.wont_fit())
+                            continue
+                        rep_start = time.perf_counter()
                         row = _one_sort(client, args, rep_idx, last_id)
                         last_id = row["entry_id"] if row["entry_id"] is not None else last_id
                         rows.append(row)
+                        longest_s = max(longest_s or 0.0, time.perf_counter() - rep_start)
+                        window_s = time.perf_counter() - start
+                        progress.finished(functools.partial(finished, len(rows), window_s))
                     window_s = time.perf_counter() - start
     finally:
         client.close()
-    for row in rows:
-        row.update(
-            server_run_id=identity.run_id,
-            list_len=profile.list_len,
-            latency_threshold_ms=profile.latency_threshold_ms,
-            latency_threshold_before_ms=int(original["latency-monitor-threshold"]),
-            measured_at=utc_now(),
-        )
+    return _measured(rows, identity, profile, original, span, window_s)
+
+
+def _measured(
+    rows: list[dict],
+    identity: ServerIdentity,
+    profile: AgreementProfile,
+    original: dict,
+    span: SlowlogSpan,
+    window_s: float,
+) -> Measured:
+    """The family's Measured of these repetitions and the span they ran in."""
+    rows = [
+        {
+            **row,
+            "server_run_id": identity.run_id,
+            "list_len": profile.list_len,
+            "latency_threshold_ms": profile.latency_threshold_ms,
+            "latency_threshold_before_ms": int(original["latency-monitor-threshold"]),
+            "measured_at": utc_now(),
+        }
+        for row in rows
+    ]
     return Measured(
         tables={
             "agreement": FAMILY.table("agreement", rows),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -40,6 +42,77 @@ class Measured:
     # What the family did beside measuring that the report must say (e.g. what it cleaned
     # up after a killed run); the step stays ok.
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Progress:
+    """How far the family running in this context got: the units it planned (cells,
+    repetitions, windows, rounds), how many it finished, which it did not start and why, and
+    how to build the Measured of the finished ones. flows/landing.run_family lands that
+    Measured when the family is stopped by its bound or by Ctrl-C: finished measurement is
+    never thrown away, and a unit cut halfway is never in it."""
+
+    unit: str = "units"
+    planned: int = 0
+    done: int = 0
+    # (what, why) of each planned unit not started: ("c50 P16 3B", "would not finish ...").
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    # Builds a Measured of every finished unit; called after the family's own cleanup ran
+    # (its `finally` blocks), so what they close (a SLOWLOG span) is closed by then.
+    snapshot: Callable[[], Measured] | None = None
+
+    def plan(self, planned: int, unit: str) -> None:
+        """Start (or, on a retry, start again): `planned` units of `unit` to come."""
+        self.unit, self.planned, self.done, self.skipped, self.snapshot = unit, planned, 0, [], None
+
+    def finished(self, snapshot: Callable[[], Measured], units: int = 1) -> None:
+        """`units` more finished; `snapshot` builds the Measured of all finished so far."""
+        self.done += units
+        self.snapshot = snapshot
+
+    def skip(self, what: str, why: str) -> None:
+        """A planned unit not started, and why."""
+        self.skipped.append((what, why))
+
+    @property
+    def partial(self) -> bool:
+        """Whether fewer units finished than were planned."""
+        return self.planned > 0 and self.done < self.planned
+
+    def summary(self) -> str:
+        """'12 of 16 cells', then what was skipped and why (the step's reason says it)."""
+        text = f"{self.done} of {self.planned} {self.unit}"
+        by_why: dict[str, list[str]] = {}
+        for what, why in self.skipped:
+            by_why.setdefault(why, []).append(what)
+        for why, whats in by_why.items():
+            # The same unit skipped in several repetitions is named once, with its count.
+            counted = {what: whats.count(what) for what in dict.fromkeys(whats)}
+            named = [f"{what} ×{n}" if n > 1 else what for what, n in counted.items()]
+            shown = ", ".join(named[:6]) + (f" and {len(named) - 6} more" if len(named) > 6 else "")
+            text += f"; skipped {len(whats)} ({shown}): {why}"
+        return text
+
+
+_progress: ContextVar[Progress | None] = ContextVar("yardstick_family_progress", default=None)
+
+
+def progress() -> Progress:
+    """The progress of the family running in this context (run_family registers one); a
+    fresh one nobody reads when the family is called on its own."""
+    return _progress.get() or Progress()
+
+
+@contextmanager
+def tracking_progress() -> Iterator[Progress]:
+    """Register a Progress for the family the block runs (seen in Prefect's task threads,
+    which run in a copy of this context)."""
+    tracked = Progress()
+    token = _progress.set(tracked)
+    try:
+        yield tracked
+    finally:
+        _progress.reset(token)
 
 
 class Skipped(Exception):

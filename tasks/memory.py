@@ -9,9 +9,11 @@ samples; bytes per key, the ratios and their direction are derived in sql/041.""
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Literal
 
 import pyarrow as pa
@@ -26,6 +28,7 @@ from yardstick.access.environment import Environment, Mode
 from yardstick.access.info import parse_info
 from yardstick.access.scratch import delete_by_slot
 from yardstick.errors import ConfigError
+from yardstick.tasks import base
 from yardstick.tasks.base import UTC_TS, Family, Measured, Skipped, utc_now
 
 
@@ -466,18 +469,37 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
             "written to it would be redirected"
         )
     client = open_client(env, ROLE)
-    loads, readings, samples = [], [], []
+    loads: list[dict] = []
+    readings: list[dict] = []
+    samples: list[dict] = []
     window_s = 0.0
     # A cluster node's keys carry its tag (so they live there), and it has database 0 only:
     # its other keys stay, untouched, and the note says so.
     tag = env.key_tag if env.cluster else None
     others: int | None = None
+    progress = base.progress()
+    progress.plan(len(profile.shapes) * profile.repetitions, "repetitions")
+    clock = RepetitionClock()
+
+    def finished(counts: tuple[int, int, int], window_s: float) -> Measured:
+        """The Measured of the repetitions finished when these were the row counts."""
+        n_loads, n_readings, n_samples = counts
+        return _measured(
+            loads[:n_loads], readings[:n_readings], samples[:n_samples], window_s, others
+        )
+
     try:
         if env.cluster:
             others = check_cluster_node(client, env, profile)
         else:
             check_database(client, env, profile)
         for shape in profile.shapes:
+            interrupt.check()
+            if not interrupt.fits(clock.estimate_s(shape)):
+                # Not even its first repetition would fit: not warmed up either.
+                for _ in range(profile.repetitions):
+                    progress.skip(shape.name, interrupt.wont_fit())
+                continue
             _warm_up(client, profile, shape, tag)
             names = key_names(profile, shape, tag)
             sizes = element_sizes(shape)
@@ -487,6 +509,10 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
                 key_bytes, value_bytes = key_bytes + k, value_bytes + v
             for repetition in range(profile.repetitions):
                 interrupt.check()
+                # A repetition starts only when it can finish within the family's bound.
+                if not interrupt.fits(clock.estimate_s(shape)):
+                    progress.skip(shape.name, interrupt.wont_fit())
+                    continue
                 start = time.perf_counter()
                 started_at = utc_now()
                 # The "settle" reading opens the wait, "before" closes it: their times give
@@ -524,8 +550,48 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
                     }
                 )
                 window_s += time.perf_counter() - start
+                clock.ran(shape, time.perf_counter() - start)
+                counts = (len(loads), len(readings), len(samples))
+                progress.finished(functools.partial(finished, counts, window_s))
     finally:
         client.close()
+    return _measured(loads, readings, samples, window_s, others)
+
+
+def _elements(shape: MemoryShape) -> int:
+    """Elements one repetition of the shape loads (and removes)."""
+    return shape.key_count * shape.elements
+
+
+@dataclass
+class RepetitionClock:
+    """How long repetitions took, to tell how long the next will: the shape's own longest,
+    else the slowest time per element of the other shapes; nothing yet: unknown."""
+
+    elapsed_s: dict[str, float] = field(default_factory=dict)
+    per_element_s: float | None = None
+
+    def ran(self, shape: MemoryShape, elapsed_s: float) -> None:
+        """A repetition of `shape` finished in `elapsed_s`."""
+        self.elapsed_s[shape.name] = max(elapsed_s, self.elapsed_s.get(shape.name, 0.0))
+        rate = elapsed_s / _elements(shape)
+        self.per_element_s = max(rate, self.per_element_s or 0.0)
+
+    def estimate_s(self, shape: MemoryShape) -> float | None:
+        """Seconds a repetition of `shape` should take (None: nothing known yet)."""
+        if shape.name in self.elapsed_s:
+            return self.elapsed_s[shape.name]
+        return None if self.per_element_s is None else self.per_element_s * _elements(shape)
+
+
+def _measured(
+    loads: list[dict],
+    readings: list[dict],
+    samples: list[dict],
+    window_s: float,
+    others: int | None,
+) -> Measured:
+    """The family's Measured of these rows (whole repetitions)."""
     notes, problems = [], []
     if others is not None:
         note, problem = cluster_note(others, readings, loads)

@@ -3,6 +3,7 @@ installed, run `repetitions` times; its JSON report is parsed, not its console t
 
 from __future__ import annotations
 
+import functools
 import json
 import tempfile
 import time
@@ -14,6 +15,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict, Field
 
+from yardstick import interrupt
 from yardstick.access.benchdb import (
     MEMTIER_CLUSTER_PREFIX,
     claimed_nodes,
@@ -31,6 +33,7 @@ from yardstick.host.tool_auth import (
 )
 from yardstick.host.tool_tls import tls_args
 from yardstick.host.tools import Tool, find_tool, run_tool
+from yardstick.tasks import base
 from yardstick.tasks.base import UTC_TS, Family, Measured, Skipped, unit_kind, utc_now
 from yardstick.tasks.throughput import cluster_primaries
 
@@ -202,6 +205,15 @@ def memtier(
         raise Skipped("the cluster's primaries are not known (no topology this run)")
     rows: list[dict] = []
     window_s = 0.0
+    progress = base.progress()
+    progress.plan(profile.repetitions, "repetitions")
+    notes: list[str] = []  # what an interrupted run left in the database, if anything
+    credentials: ToolCredentials | None = None
+
+    def finished(count: int, window_s: float) -> Measured:
+        """The Measured of the first `count` rows: whole runs only."""
+        return _measured(rows[:count], window_s, notes, credentials)
+
     with ExitStack() as stack:
         try:
             # In cluster mode the tool authenticates on every primary: the user is on each.
@@ -211,12 +223,17 @@ def memtier(
         except ToolAuthUnavailable as exc:
             raise Skipped(str(exc)) from None
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="yardstick-memtier-"))
-        notes: list[str] = []  # what an interrupted run left in the database, if anything
         if cluster:
             clients = stack.enter_context(claimed_nodes(primaries or [], "memtier", notes))
         else:
             clients = [stack.enter_context(empty_database(env, profile.db, "memtier", notes))]
+        longest_s = float(profile.test_time_s)  # a run lasts its test time, and a little
         for repetition in range(profile.repetitions):
+            interrupt.check()
+            # A run starts only when it can finish within the family's bound.
+            if not interrupt.fits(longest_s):
+                progress.skip("run", interrupt.wont_fit())
+                continue
             if repetition:
                 # The previous run's keys (not the claim): the tool's own.
                 for client in clients:
@@ -232,6 +249,7 @@ def memtier(
             )
             elapsed_s = time.perf_counter() - start
             window_s += elapsed_s
+            longest_s = max(longest_s, elapsed_s)
             config, parsed = parse_memtier_json(out.read_text())
             common = {
                 "started_at": started_at,
@@ -244,7 +262,15 @@ def memtier(
                 "tool_version": tool.version_text,
             }
             rows += [{**common, **row} for row in parsed]
-    note = leftovers_note(credentials)
+            progress.finished(functools.partial(finished, len(rows), window_s))
+    return _measured(rows, window_s, notes, credentials)
+
+
+def _measured(
+    rows: list[dict], window_s: float, notes: list[str], credentials: ToolCredentials | None
+) -> Measured:
+    """The family's Measured of these rows (whole runs)."""
+    note = leftovers_note(credentials) if credentials is not None else None
     return Measured(
         tables={"memtier": FAMILY.table("memtier", rows)},
         window_s=window_s,

@@ -6,6 +6,7 @@ windows are pooled (no averages of averages)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from array import array
 from collections import Counter
@@ -16,12 +17,14 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 
+from yardstick import interrupt
 from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment
 from yardstick.access.guard import check_read_only
 from yardstick.access.info import parse_commandstats, parse_latencystats
 from yardstick.access.probe import bucket_bounds, bucket_of, probe_socket, probe_window
 from yardstick.host.hostload import busy_share, cpu_times
+from yardstick.tasks import base
 from yardstick.tasks.base import COMMANDSTATS_COUNTERS, UTC_TS, Family, Measured, utc_now
 
 
@@ -142,11 +145,33 @@ def round_trip(env: Environment, profile: RoundTripProfile) -> Measured:
         # The probe writes pre-encoded bytes on the socket; they still pass the guard.
         check_read_only(("PING",))
     client = open_client(env, "roundtrip")
-    windows, histogram, counters, percentiles = [], [], [], []
+    windows: list[dict] = []
+    histogram: list[dict] = []
+    counters: list[dict] = []
+    percentiles: list[dict] = []
     window_s_total = 0.0
+    progress = base.progress()
+    progress.plan(profile.windows, "windows")
+
+    def finished(counts: tuple[int, int, int, int], window_s: float) -> Measured:
+        """The Measured of the windows finished when these were the row counts."""
+        n_windows, n_histogram, n_counters, n_percentiles = counts
+        return _measured(
+            windows[:n_windows],
+            histogram[:n_histogram],
+            counters[:n_counters],
+            percentiles[:n_percentiles],
+            window_s,
+        )
+
     try:
         with probe_socket(client) as sock:
             for window_idx in range(profile.windows):
+                interrupt.check()
+                # A window starts only when it (and its INFO reads) can end within the bound.
+                if not interrupt.fits(profile.window_s):
+                    progress.skip("window", interrupt.wont_fit())
+                    continue
                 counters += commandstats_rows(client, window_idx, "before")
                 started_at, cpu_before = utc_now(), cpu_times()
                 start = time.perf_counter()
@@ -171,8 +196,21 @@ def round_trip(env: Environment, profile: RoundTripProfile) -> Measured:
                     }
                 )
                 histogram += histogram_rows(window_idx, rtts_us)
+                counts = (len(windows), len(histogram), len(counters), len(percentiles))
+                progress.finished(functools.partial(finished, counts, window_s_total))
     finally:
         client.close()
+    return _measured(windows, histogram, counters, percentiles, window_s_total)
+
+
+def _measured(
+    windows: list[dict],
+    histogram: list[dict],
+    counters: list[dict],
+    percentiles: list[dict],
+    window_s_total: float,
+) -> Measured:
+    """The family's Measured of these rows (whole windows)."""
     return Measured(
         tables={
             "ping_windows": FAMILY.table("ping_windows", windows),

@@ -8,7 +8,9 @@ measures feeds both), with more resolution than one 1-2 µs SLOWLOG entry."""
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 
 import pyarrow as pa
 from prefect import task
@@ -28,8 +30,15 @@ from yardstick.access.scratch import (
     fixture_keys,
     require_scratch,
 )
+from yardstick.tasks import base
 from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
-from yardstick.tasks.slowlog import SPAN_SCHEMA, find_own_entry, server_identity, slowlog_span
+from yardstick.tasks.slowlog import (
+    SPAN_SCHEMA,
+    SlowlogSpan,
+    find_own_entry,
+    server_identity,
+    slowlog_span,
+)
 
 
 class SlowCommandsProfile(BaseModel):
@@ -106,12 +115,26 @@ def _get_counters(client, phase: str, calls: int) -> dict:
     }
 
 
-def _run_repetitions(client, profile: SlowCommandsProfile, prefix: str, sizes: dict) -> list:
-    """Run each command `repetitions` times (interleaved) and match its SLOWLOG entry."""
-    rows, last_id = [], None
+def _run_repetitions(
+    client,
+    profile: SlowCommandsProfile,
+    prefix: str,
+    sizes: dict,
+    rows: list[dict],
+    on_repetition: Callable[[int], None],
+) -> None:
+    """Run each command `repetitions` times (interleaved) and match its SLOWLOG entry,
+    appending to `rows`; `on_repetition(len(rows))` after each whole repetition. A
+    repetition starts only when it can finish within the family's bound."""
+    last_id = None
     name = client_name(ROLE)
+    longest_s: float | None = None
     for rep_idx in range(profile.repetitions):
         interrupt.check()
+        if not interrupt.fits(longest_s):
+            base.progress().skip("repetition", interrupt.wont_fit())
+            continue
+        rep_start = time.perf_counter()
         for label, args in commands(prefix):
             start = time.perf_counter_ns()
             # Raw bytes: decoding a 200,000-element reply would only time the client.
@@ -135,7 +158,8 @@ def _run_repetitions(client, profile: SlowCommandsProfile, prefix: str, sizes: d
                     "logged_at": utc_now(),
                 }
             )
-    return rows
+        longest_s = max(longest_s or 0.0, time.perf_counter() - rep_start)
+        on_repetition(len(rows))
 
 
 @task(name="slow-commands", cache_policy=NO_CACHE)
@@ -143,6 +167,17 @@ def slow_commands(env: Environment, profile: SlowCommandsProfile) -> Measured:
     """Build the fixtures, time the four O(N) commands from the SLOWLOG, remove the fixtures."""
     require_scratch(env)
     client = open_client(env, ROLE)
+    rows: list[dict] = []
+    progress = base.progress()
+    progress.plan(profile.repetitions, "repetitions")
+
+    def finished(count: int, window_s: float) -> Measured:
+        """The Measured of the first `count` rows (whole repetitions; once the span closed)."""
+        return _measured(rows[:count], baseline, span, window_s)
+
+    def on_repetition(count: int) -> None:
+        progress.finished(functools.partial(finished, count, time.perf_counter() - start))
+
     try:
         identity = server_identity(client)
         with fixture_keys(client, env) as prefix:
@@ -164,10 +199,17 @@ def slow_commands(env: Environment, profile: SlowCommandsProfile) -> Measured:
             with slowlog_span(client, "slow_commands", identity.run_id) as span:
                 with config_changes(client, env, {"slowlog-log-slower-than": 0}):
                     start = time.perf_counter()
-                    rows = _run_repetitions(client, profile, prefix, sizes)
+                    _run_repetitions(client, profile, prefix, sizes, rows, on_repetition)
                     window_s = time.perf_counter() - start
     finally:
         client.close()
+    return _measured(rows, baseline, span, window_s)
+
+
+def _measured(
+    rows: list[dict], baseline: list[dict], span: SlowlogSpan, window_s: float
+) -> Measured:
+    """The family's Measured of these rows (whole repetitions), the GET baseline, the span."""
     return Measured(
         tables={
             "slow_commands": FAMILY.table("slow_commands", rows),

@@ -6,11 +6,13 @@ exactly the keys redis-benchmark names there are removed (yardstick/access/bench
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import itertools
 import re
 import time
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from prefect import task
@@ -30,6 +32,7 @@ from yardstick.host.tool_auth import (
 )
 from yardstick.host.tool_tls import tls_args
 from yardstick.host.tools import Tool, ToolFailed, ToolTimeout, find_tool, run_tool
+from yardstick.tasks import base
 from yardstick.tasks.base import UTC_TS, Family, Measured, RunContext, Skipped, unit_kind, utc_now
 
 # redis-benchmark learned --cluster in Redis 6.0.
@@ -236,6 +239,9 @@ def throughput(
     env: Environment, profile: ThroughputProfile, primaries: list[Environment] | None = None
 ) -> Measured:
     """Run the matrix; repetitions are the outer loop so slow drift spreads over all cells.
+    The family's bound is a budget: a cell starts only when it can finish within what is
+    left (CellClock), the others are named in the step; every finished cell is handed over
+    as it ends (base.progress), so a stop lands them.
 
     `primaries`: a cluster as a whole, loaded through its seed; every primary is claimed
     and left with none of redis-benchmark's keys."""
@@ -251,8 +257,18 @@ def throughput(
         if not primaries:
             raise Skipped("the cluster's primaries are not known (no topology this run)")
     rows: list[dict] = []
-    window_s = 0.0
     cells = list(itertools.product(profile.clients, profile.pipelines, profile.payloads_bytes))
+    progress = base.progress()
+    progress.plan(profile.repetitions * len(cells), "cells")
+    clock = CellClock()
+    notes: list[str] = []  # what an interrupted run left in the database, if anything
+    credentials: ToolCredentials | None = None
+
+    def finished(count: int) -> Measured:
+        """The Measured of the first `count` rows: whole cells only (a cell's rows are
+        appended together, once its redis-benchmark has exited)."""
+        return _measured(rows[:count], notes, credentials)
+
     with ExitStack() as stack:
         try:
             # In cluster mode the tool authenticates on every primary: the user is on each.
@@ -261,7 +277,6 @@ def throughput(
             )
         except ToolAuthUnavailable as exc:
             raise Skipped(str(exc)) from None
-        notes: list[str] = []  # what an interrupted run left in the database, if anything
         if primaries:
             stack.enter_context(claimed_nodes(primaries, "throughput", notes))
         else:
@@ -275,19 +290,63 @@ def throughput(
                     "pipeline": pipeline,
                     "payload_bytes": payload_bytes,
                 }
+                # A cell starts only when it can finish within the family's bound: one killed
+                # at the bound is time spent for nothing, and the later cells still fit.
+                requests = profile.requests * pipeline * len(profile.tests)
+                if not interrupt.fits(clock.estimate_s(clients, pipeline, payload_bytes, requests)):
+                    progress.skip(cell_label(cell), interrupt.wont_fit())
+                    continue
                 cell_rows = run_cell(tool, env, profile, cell, credentials)
-                window_s += cell_rows[0]["elapsed_s"]
+                clock.ran(clients, pipeline, payload_bytes, requests, cell_rows[0]["elapsed_s"])
                 rows += cell_rows
+                progress.finished(functools.partial(finished, len(rows)))
+    return _measured(rows, notes, credentials)
+
+
+def cell_label(cell: dict) -> str:
+    """A cell's name without its test, as the report's cells read: `c50 P16 3B`."""
+    return f"c{cell['clients']} P{cell['pipeline']} {cell['payload_bytes']}B"
+
+
+@dataclass
+class CellClock:
+    """How long the cells took so far, to tell how long the next one will: the same cell in
+    an earlier repetition, else a cell with its clients and pipeline (payload changes little),
+    else the slowest request rate seen; nothing seen: unknown (the first cell starts)."""
+
+    elapsed_s: dict[tuple[int, int, int], float] = field(default_factory=dict)
+    rates: list[float] = field(default_factory=list)  # requests per second of each cell
+
+    def ran(self, clients: int, pipeline: int, payload: int, requests: int, elapsed: float) -> None:
+        """One cell finished in `elapsed` seconds (its longest run is kept)."""
+        key = (clients, pipeline, payload)
+        self.elapsed_s[key] = max(elapsed, self.elapsed_s.get(key, 0.0))
+        if elapsed > 0:
+            self.rates.append(requests / elapsed)
+
+    def estimate_s(self, clients: int, pipeline: int, payload: int, requests: int) -> float | None:
+        """Seconds the cell should take (None: nothing known yet)."""
+        if (clients, pipeline, payload) in self.elapsed_s:
+            return self.elapsed_s[(clients, pipeline, payload)]
+        alike = [s for (c, p, _), s in self.elapsed_s.items() if (c, p) == (clients, pipeline)]
+        if alike:
+            return max(alike)
+        return requests / min(self.rates) if self.rates else None
+
+
+def _measured(rows: list[dict], notes: list[str], credentials: ToolCredentials | None) -> Measured:
+    """The family's Measured of these rows (whole cells)."""
     failed = [r for r in rows if r["status"] != "ok"]
     problems = (
         [f"{len(failed)} of {len(rows)} benchmark rows failed: {failed[0]['error']}"]
-        if (failed)
+        if failed
         else []
     )
-    note = leftovers_note(credentials)
+    note = leftovers_note(credentials) if credentials is not None else None
     return Measured(
         tables={"benchmark": FAMILY.table("benchmark", rows)},
-        window_s=window_s,
+        # Each cell's rows share its elapsed time: count it once per cell.
+        window_s=sum({(r["repetition"], cell_label(r)): r["elapsed_s"] for r in rows}.values()),
         problems=problems,
         notes=notes + ([note] if note else []),
     )

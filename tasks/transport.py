@@ -3,6 +3,7 @@ proxy or TLS), measured in one run, interleaved A, B, A, B so slow drift cancels
 
 from __future__ import annotations
 
+import functools
 import time
 from contextlib import ExitStack
 
@@ -11,6 +12,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 
+from yardstick import interrupt
 from yardstick.access.benchdb import empty_database
 from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment
@@ -22,6 +24,7 @@ from yardstick.host.tool_auth import (
     tool_credentials,
 )
 from yardstick.host.tools import find_tool
+from yardstick.tasks import base
 from yardstick.tasks.base import UTC_TS, Family, Measured, RunContext, Skipped, utc_now
 from yardstick.tasks.throughput import ThroughputProfile, run_cell
 
@@ -94,9 +97,26 @@ def transport(
     cell_profile = throughput.model_copy(update={"requests": profile.requests, "tests": ["set"]})
     rows: list[dict] = []
     start = time.perf_counter()
+    progress = base.progress()
+    progress.plan(profile.rounds, "rounds")
+
+    def finished(count: int, window_s: float) -> Measured:
+        """The Measured of the first `count` rows: whole rounds (both sides) only."""
+        return Measured(
+            tables={"transport": FAMILY.table("transport", rows[:count])},
+            window_s=window_s,
+            notes=notes,
+        )
 
     def measure_rounds(credentials: ToolCredentials | None) -> None:
+        longest_s: float | None = None
         for round_idx in range(profile.rounds):
+            interrupt.check()
+            # A round starts only when both its sides can finish within the family's bound.
+            if not interrupt.fits(longest_s):
+                progress.skip("round", interrupt.wont_fit())
+                continue
+            round_start = time.perf_counter()
             for side, env in (("direct", direct), ("forwarded", forwarded)):
                 row = {
                     "round": round_idx,
@@ -117,6 +137,9 @@ def transport(
                     row["rps"] = bench.get("rps") if bench["status"] == "ok" else None
                     row["error"] = bench["error"]
                 rows.append(row)
+            longest_s = max(longest_s or 0.0, time.perf_counter() - round_start)
+            window_s = time.perf_counter() - start
+            progress.finished(functools.partial(finished, len(rows), window_s))
 
     if scratch:
         # Both sides are one server: one per-run user serves both, and both write into its

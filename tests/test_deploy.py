@@ -116,6 +116,7 @@ def test_prefect_deploy_all_creates_nightly_deployment(tmp_path: Path) -> None:
 def _deploy_and_inspect(env: dict[str, str]) -> None:
     # `prefect deploy` refuses (exit 1) when the work pool does not exist yet.
     _prefect(env, "work-pool", "create", "yardstick", "--type", "process", "--overwrite")
+    _prefect(env, "work-pool", "create", "yardstick-sites", "--type", "process", "--overwrite")
     deploy = _prefect(env, "deploy", "--all")
     assert DEPLOYMENT in deploy.stdout
 
@@ -154,3 +155,12 @@ def _deploy_and_inspect(env: dict[str, str]) -> None:
     # Collections never pile up behind a nightly run holding the host: one at a time.
     assert collect["global_concurrency_limit"]["limit"] == 1
     assert collect["concurrency_options"]["collision_strategy"] == "CANCEL_NEW"
+    # A site's parts are on the sites' pool: the hub's `prefect worker start --pool yardstick`
+    # (every queue of its own pool) never takes them; a site's worker polls its queue there.
+    for name in ("yardstick-measure-site/measure-site", "yardstick-collect/collect-site"):
+        site = json.loads(_prefect(env, "deployment", "inspect", name, "--output", "json").stdout)
+        assert site["work_pool_name"] == "yardstick-sites", site["work_pool_name"]
+        assert not site["schedules"]
+    for name in (DEPLOYMENT, COLLECT_DEPLOYMENT, "yardstick-prune/prune"):
+        hub = json.loads(_prefect(env, "deployment", "inspect", name, "--output", "json").stdout)
+        assert hub["work_pool_name"] == "yardstick", name

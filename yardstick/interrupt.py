@@ -102,6 +102,34 @@ def remaining_s() -> float | None:
     return None if bound is None else bound.deadline - time.monotonic()
 
 
+def current_bound() -> Bound | None:
+    """The bound of the family running in this context (None when unbounded)."""
+    return _bound.get()
+
+
+# A unit of work (a benchmark cell, a repetition) is started only when its estimate, times
+# this margin, plus the reserve for the family's cleanup, fits in what is left of the bound:
+# one cut at the bound is measurement thrown away, one skipped is said in the step.
+BUDGET_MARGIN = 1.25
+BUDGET_RESERVE_S = 1.0
+
+
+def fits(estimate_s: float | None) -> bool:
+    """Whether work estimated at `estimate_s` can finish before the family's bound; True when
+    unbounded, and when nothing is known yet (the first unit: measuring nothing is worse)."""
+    left = remaining_s()
+    if left is None or estimate_s is None:
+        return True
+    return estimate_s * BUDGET_MARGIN + BUDGET_RESERVE_S <= left
+
+
+def wont_fit() -> str:
+    """Why a unit was not started: the family's bound, in the words the step shows."""
+    bound = _bound.get()
+    limit = f"the {bound.timeout_s:g} s bound" if bound is not None else "the family's bound"
+    return f"would not finish within {limit}"
+
+
 def check() -> None:
     """Raise Interrupted when a stop was asked, FamilyTimeout past the family's bound."""
     if STOP.is_set():

@@ -25,9 +25,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console()
 err = Console(stderr=True)
 
-LakeOpt = Annotated[
-    str, typer.Option("--lake", help="Lake: a folder or s3://bucket/prefix (Parquet, append-only).")
-]
 WarehouseOpt = Annotated[Path, typer.Option("--warehouse", help="DuckDB warehouse file.")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for markdown reports.")]
 
@@ -67,21 +64,32 @@ def run(
     # home and the ephemeral server's start timeout are ours; the folder comes later.
     configure_prefect(state_dir, create=False)
     # Validate before Prefect starts: a bad file or name lands nothing.
-    from yardstick.flows.targets import EMBEDDED_NAME, select
+    from yardstick.flows.targets import EMBEDDED_NAME, missing_secrets, select, sites_of
+    from yardstick.settings.config import LOCAL_SITE
 
+    problems: list[str] = []
     if config is not None:
         try:
             loaded = load_config(config)
-            select(loaded.environments, env, str(config))
+            chosen = select(loaded.environments, env, str(config))
         except ConfigError as exc:
             fail(str(exc))
         lake = lake or loaded.lake
+        # Only the local site's secrets: other sites' runs check theirs where they live.
+        missing = missing_secrets(sites_of(chosen).get(LOCAL_SITE, []))
+        if missing:
+            problems.append(f"{config}: " + "; ".join(missing))
     lake = lake or "lake"
     for name in env or []:
         if config is None and name != EMBEDDED_NAME:
             fail(f"--env: no environment {name!r} without --config (known: {EMBEDDED_NAME})")
-    from yardstick.storage.preflight import NotWritable, check_writable, run_folders
+    from yardstick.storage.preflight import NotWritable, check_writable, path_problems, run_folders
 
+    # Every problem of the file and the paths at once, in one line, before anything is
+    # created or contacted.
+    problems += path_problems(lake, warehouse, out)
+    if problems:
+        fail("; ".join(problems))
     try:
         check_writable(run_folders(lake, warehouse, out))
     except NotWritable as exc:
@@ -119,19 +127,46 @@ def run(
             state = None
     summary = state.result(raise_on_failure=False) if state is not None else None
     if interrupt.STOP.is_set():
-        if summary is not None and not isinstance(summary, BaseException):
-            _print_summary(summary, rendered=False)
-        fail(
-            f"{interrupt.stop_reason()}: stopped; what the run changed on scratch servers was "
-            "set back, the interruption is recorded in the lake, and the next run updates "
-            "the warehouse and reports",
-            code=interrupt.exit_code(),
-        )
+        known = summary is not None and not isinstance(summary, BaseException)
+        where = summary.stopped if known else None
+        if known:
+            _print_summary(summary, rendered=where is None)
+        sentence = _stopped_sentence(where if where or not known else "finished")
+        fail(f"{interrupt.stop_reason()}: {sentence}", code=interrupt.exit_code())
     if isinstance(summary, BaseException):
         fail(f"run failed: {type(summary).__name__}: {summary}", code=1)
     _print_summary(summary)
-    if summary.failed:
+    for line in summary.problems:
+        err.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+    if summary.failed or summary.problems:
         raise typer.Exit(1)
+
+
+def _stopped_sentence(where: str | None) -> str:
+    """What a stopped run left, in words that are true for where the stop found it."""
+    if where == "measuring":
+        return (
+            "stopped; what the run changed on scratch servers was set back, the interruption "
+            "is recorded in the lake, and the next run updates the warehouse and reports"
+        )
+    if where == "warehouse":
+        return (
+            "stopped while updating the warehouse; the measurements had landed, the update was "
+            "abandoned (dbt cancelled) and no report was rendered: the next run updates the "
+            "warehouse and reports"
+        )
+    if where == "reports":
+        return (
+            "stopped after the warehouse was updated; no report was rendered or announced "
+            "(`yardstick report` renders them, as does the next run)"
+        )
+    if where == "finished":
+        return "came as the run finished; its warehouse and reports are complete"
+    # The flow ended otherwise (Prefect's own SIGTERM handling).
+    return (
+        "stopped; the measurements that finished have landed, what the run changed on scratch "
+        "servers was set back, and the next run updates the warehouse and reports"
+    )
 
 
 def _drain_prefect_workers() -> None:
@@ -205,9 +240,22 @@ def _print_summary(summary, rendered: bool = True) -> None:
     console.print(f"index: {index}  warehouse: {summary.warehouse_path}")
 
 
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="Environments YAML whose `lake:` is the lake (--lake wins)."),
+]
+LakeChoiceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--lake", help="Lake: a folder or s3://bucket/prefix (default: the config's, ./lake)."
+    ),
+]
+
+
 @app.command()
 def report(
-    lake: LakeOpt = "lake",
+    config: ConfigOpt = None,
+    lake: LakeChoiceOpt = None,
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
     out: OutOpt = Path("reports-out"),
 ) -> None:
@@ -217,12 +265,19 @@ def report(
     from yardstick.reports.render import render_reports
     from yardstick.storage.warehouse import update
 
+    _check_paths(warehouse, out)
+    lake = _chosen_lake(lake, config, warehouse)
     _check_lake(lake)
+    from yardstick.storage.dbt import signals_stop_the_update
+
     try:
-        result = update(lake, warehouse, full=True)
-    except (RuntimeError, duckdb.Error) as exc:
+        with signals_stop_the_update():
+            result = update(lake, warehouse, full=True)
+    except interrupt.Interrupted as exc:
+        fail(f"{exc}: the warehouse was not rebuilt (left as it was)", code=interrupt.exit_code())
+    except (RuntimeError, duckdb.Error, OSError) as exc:
         # The previous warehouse is left as it was; say which file or model failed.
-        fail(f"{lake}: warehouse not rebuilt: {str(exc).strip().splitlines()[0]}", code=1)
+        fail(f"{lake}: warehouse not rebuilt: {_first_line(exc)}", code=1)
     written = render_reports(warehouse, out)
     console.print(
         f"{len(written)} report(s) in {out}; warehouse {warehouse} ({result.wall_s:.1f} s)"
@@ -231,7 +286,8 @@ def report(
 
 @app.command()
 def compact(
-    lake: LakeOpt = "lake",
+    config: ConfigOpt = None,
+    lake: LakeChoiceOpt = None,
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
     detail_days: Annotated[
         int, typer.Option(help="Days of per-key and histogram detail to keep (figures stay).")
@@ -244,36 +300,139 @@ def compact(
     from yardstick.storage import compaction, retention
     from yardstick.storage.warehouse import update as update_warehouse
 
-    _check_lake(lake)
     if detail_days < 1:
         fail(f"--detail-days: must be at least 1 (got {detail_days})")
-    console.print(compaction.compact(lake).summary())
+    _check_paths(warehouse, None)
+    lake = _chosen_lake(lake, config, warehouse)
+    _check_lake(lake)
+    try:
+        console.print(compaction.compact(lake).summary())
+    except OSError as exc:
+        fail(f"{lake}: not compacted: {_first_line(exc)}", code=1)
     if update:
+        from yardstick.storage.dbt import signals_stop_the_update
+
         try:
-            result = update_warehouse(lake, warehouse)
-        except (RuntimeError, duckdb.Error) as exc:
-            fail(f"{warehouse}: not updated: {str(exc).strip().splitlines()[0]}", code=1)
+            with signals_stop_the_update():
+                result = update_warehouse(lake, warehouse)
+        except interrupt.Interrupted as exc:
+            fail(f"{exc}: the warehouse update was abandoned", code=interrupt.exit_code())
+        except (RuntimeError, duckdb.Error, OSError) as exc:
+            fail(f"{warehouse}: not updated: {_first_line(exc)}", code=1)
         console.print(f"warehouse {result.mode} ({result.reason}) in {result.wall_s:.1f} s")
-    console.print(retention.apply(lake, warehouse, detail_days).summary())
+    try:
+        console.print(retention.apply(lake, warehouse, detail_days).summary())
+    except OSError as exc:
+        fail(f"{lake}: retention not applied: {_first_line(exc)}", code=1)
 
 
 @app.command()
-def check(warehouse: WarehouseOpt = Path("warehouse.duckdb")) -> None:
+def check(
+    config: ConfigOpt = None,
+    lake: LakeChoiceOpt = None,
+    warehouse: WarehouseOpt = Path("warehouse.duckdb"),
+) -> None:
     """Run the SQL models' tests (dbt: grains unique and not null, accepted values, unit tests)
     on the warehouse."""
     from yardstick.storage import dbt
 
+    _check_paths(warehouse, None)
     if not warehouse.exists():
         fail(f"{warehouse}: no warehouse yet (run `yardstick run` or `yardstick report`)")
+    given = lake is not None or config is not None
+    lake = _chosen_lake(lake, config, warehouse)
+    recorded = _recorded_lake(warehouse)
+    if given and recorded is not None and _other_lake(recorded, lake):
+        fail(
+            f"{warehouse}: built from lake {recorded}, not {lake} "
+            "(rebuild it with `yardstick report` for that lake)"
+        )
     try:
         result = dbt.run(warehouse, ["test"])
+    except interrupt.Interrupted as exc:
+        fail(str(exc), code=interrupt.exit_code())
     except dbt.ModelError as exc:
         fail(f"{warehouse}: {exc}", code=1)
-    console.print(f"{len(result.nodes)} model tests passed on {warehouse}")
+    console.print(f"{len(result.nodes)} model tests passed on {warehouse} (lake {lake})")
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line (its class name when it has no text)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _check_paths(warehouse: Path, out: Path | None) -> None:
+    """A directory where the warehouse file goes, a file where the output folder goes: one
+    line before anything is read or written."""
+    from yardstick.storage.preflight import path_problems
+
+    problems = path_problems(None, warehouse, out)
+    if problems:
+        fail("; ".join(problems))
+
+
+def _chosen_lake(lake: str | None, config: Path | None, warehouse: Path) -> str:
+    """The lake to read: --lake, else the environments file's `lake:`, else ./lake; said on
+    screen. Without either option, a warehouse built from another lake (an S3 one, say) is
+    not silently rebuilt from a stale local ./lake."""
+    source = "--lake" if lake else ""
+    if not lake and config is not None:
+        try:
+            lake = load_config(config).lake
+        except ConfigError as exc:
+            fail(str(exc))
+        source = f"`lake:` of {config}" if lake else f"default: {config} names no `lake:`"
+    if not lake:
+        lake, source = "lake", source or "default"
+        recorded = _recorded_lake(warehouse)
+        if config is None and recorded is not None and _other_lake(recorded, lake, strict=False):
+            fail(
+                f"{warehouse}: built from lake {recorded}, not ./lake: give --config "
+                "<environments file> (its `lake:`) or --lake"
+            )
+    console.print(escape(f"lake: {lake} ({source})"), highlight=False, soft_wrap=True)
+    return lake
+
+
+def _recorded_lake(warehouse: Path) -> str | None:
+    """The lake the warehouse was last updated from (None without one, or when unreadable)."""
+    if not warehouse.is_file():
+        return None
+    import duckdb
+
+    from yardstick.storage.warehouse import META
+
+    try:
+        con = duckdb.connect(str(warehouse), read_only=True)
+    except duckdb.Error:
+        return None
+    try:
+        row = con.execute(f"select value from {META} where key = 'lake'").fetchone()
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
+    return row[0] if row else None
+
+
+def _other_lake(recorded: str, lake: str, strict: bool = True) -> bool:
+    """Whether the lake a warehouse records is not `lake`. A local path is recorded as given
+    (relative to where that run started): two local paths differ only when `strict` and they
+    do not resolve to the same folder from here."""
+    from yardstick.storage import lakefs
+
+    if lakefs.is_remote(recorded) or lakefs.is_remote(lake):
+        return recorded.rstrip("/") != lake.rstrip("/")
+    return strict and Path(recorded).resolve() != Path(lake).resolve()
 
 
 @app.command()
 def trend(
+    ctx: typer.Context,
     env: Annotated[str, typer.Option("--env", help="Environment name.")],
     figure: Annotated[str, typer.Option("--figure", help="Figure name, e.g. rtt_client_p99_us.")],
     subject: Annotated[
@@ -286,7 +445,7 @@ def trend(
     from yardstick.reports.changepoints import series_change_points
     from yardstick.reports.render import fmt
 
-    con = _open_warehouse(warehouse)
+    con = _open_warehouse(warehouse, ctx)
     envs = [r[0] for r in con.execute("select distinct env from stg_runs").fetchall()]
     figures = [r[0] for r in con.execute("select figure from figure_catalog").fetchall()]
     if env not in envs:
@@ -400,6 +559,7 @@ def trend(
 
 @app.command()
 def changes(
+    ctx: typer.Context,
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
     env: Annotated[list[str] | None, typer.Option("--env", help="Only these environments.")] = None,
     all_verdicts: Annotated[
@@ -411,7 +571,7 @@ def changes(
     Exits 1 when a regression is listed (a cron or CI job can act on it), 0 otherwise."""
     from yardstick.reports.render import fmt
 
-    con = _open_warehouse(warehouse)
+    con = _open_warehouse(warehouse, ctx)
     known = [r[0] for r in con.execute("select env from latest_full_runs").fetchall()]
     for name in env or []:
         if name not in known:
@@ -496,14 +656,18 @@ def _check_lake(lake: str) -> None:
         fail(f"{lake}: no lake here (run `yardstick run` first)")
 
 
-def _open_warehouse(warehouse: Path):
+def _open_warehouse(warehouse: Path, ctx: typer.Context):
     """The warehouse, read-only, or a one-line error."""
     from yardstick.storage.warehouse import connect_read_only
 
     try:
-        return connect_read_only(warehouse)
+        con = connect_read_only(warehouse)
     except FileNotFoundError as exc:
         fail(str(exc))
+    # Closed when the command ends: a reader holds the warehouse's shared lock until then,
+    # and an update in the same process (a test's next command) would wait for it.
+    ctx.call_on_close(con.close)
+    return con
 
 
 def _close(name: str, choices: list[str]) -> str:

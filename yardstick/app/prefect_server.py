@@ -5,17 +5,26 @@ killed it at once while the run still had servers to restore, and its start time
 load with a 60-line traceback. This one runs the same app (uvicorn, the same settings) in its
 own session, dies with the CLI even on kill -9 (Linux parent-death signal), records its pid
 so that a leftover one is stopped by the next run, and its start is retried once with a
-longer wait before failing in one line."""
+longer wait before failing in one line.
+
+Every run has its own server (port, pid file `server-<CLI pid>.json`), all on the folder's
+one SQLite database: a server is a leftover only once the CLI that owns it is gone (its pid
+and start time no longer match), so a run started by hand never stops the one cron started.
+Starts are taken one at a time (a lock held until the server answers): two servers creating
+or migrating one new database at once would collide."""
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.error import URLError
 from urllib.request import urlopen
@@ -24,7 +33,9 @@ from yardstick.host.embedded import free_port, stop_process
 
 START_TIMEOUT_S = 60.0
 ATTEMPTS = 2
-PIDFILE = "server.json"
+PIDFILE = "server.json"  # written by earlier versions: one server per folder
+PIDFILES = "server-*.json"  # one per run: server-<CLI pid>.json
+START_LOCK = "server-start.lock"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -49,36 +60,90 @@ def _is_our_server(pid: int) -> bool:
     return b"uvicorn" in cmdline and b"prefect.server.api.server:create_app" in cmdline
 
 
-def stop_leftover(home: Path) -> str | None:
-    """Stop the server a killed run left behind (its pid file says which); say what was done."""
-    pidfile = home / PIDFILE
+def _start_time(pid: int) -> str | None:
+    """The process's start time since boot (field 22 of /proc/<pid>/stat); None when gone."""
     try:
-        facts = json.loads(pidfile.read_text())
-    except (OSError, ValueError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return None
-    pidfile.unlink(missing_ok=True)
-    pid = int(facts.get("pid", 0))
-    if not pid or not _is_our_server(pid):
-        return None
-    os.kill(pid, signal.SIGTERM)
-    for _ in range(50):
-        if not _is_our_server(pid):
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-    return f"stopped a Prefect server (pid {pid}) left by a run that was killed"
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _owner_alive(facts: dict) -> bool:
+    """Whether the run that wrote a pid file still runs (a reused pid has another start)."""
+    owner = int(facts.get("owner", 0) or 0)
+    if owner:
+        started = _start_time(owner)
+        return started is not None and started == str(facts.get("owner_start", started))
+    # An earlier version's file names no owner: the server's parent is its CLI while it runs
+    # (once the CLI is gone the server is re-parented to init or a subreaper).
+    pid = int(facts.get("pid", 0) or 0)
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        argv = Path(f"/proc/{parent}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError, IndexError):
+        return False
+    names = [Path(arg.decode(errors="replace")).name for arg in argv]
+    return parent != 1 and any(
+        name == "yardstick" and after == "run" for name, after in itertools.pairwise(names)
+    )
+
+
+def stop_leftover(home: Path) -> str | None:
+    """Stop the servers of runs that are gone (their pid files say which); say what was
+    done. A server whose run still runs is left alone: it is that run's."""
+    said = []
+    for pidfile in sorted([home / PIDFILE, *home.glob(PIDFILES)]):
+        try:
+            facts = json.loads(pidfile.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(facts, dict) or _owner_alive(facts):
+            continue
+        pidfile.unlink(missing_ok=True)
+        pid = int(facts.get("pid", 0) or 0)
+        if not pid or not _is_our_server(pid):
+            continue
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):
+            if not _is_our_server(pid):
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        owner = facts.get("owner")
+        whose = f"run (pid {owner})" if owner else "run"
+        said.append(f"stopped a Prefect server (pid {pid}) left by a {whose} that is gone")
+    return "; ".join(said) or None
+
+
+def _say(line: str) -> None:
+    """Print a line for the person running the CLI."""
+    print(line, file=sys.stderr, flush=True)
 
 
 class PrivatePrefectServer:
     """Start, wait for, and stop a Prefect API server whose state lives in `home`."""
 
-    def __init__(self, home: Path, start_timeout_s: float = START_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        home: Path,
+        start_timeout_s: float = START_TIMEOUT_S,
+        on_wait: Callable[[str], None] = _say,
+    ) -> None:
         self.home = home
         self.start_timeout_s = start_timeout_s
+        self.on_wait = on_wait
         self.process: subprocess.Popen | None = None
         self.port = 0
         self.cleaned: str | None = None
+        self._start_lock = None  # held from spawn until the server answers
+
+    @property
+    def pidfile(self) -> Path:
+        """This run's pid file."""
+        return self.home / f"server-{os.getpid()}.json"
 
     @property
     def api_url(self) -> str:
@@ -142,25 +207,65 @@ class PrivatePrefectServer:
         """Start the server process (stopping a leftover one first) without waiting for it:
         the CLI imports its flows meanwhile."""
         self.home.mkdir(parents=True, exist_ok=True)
+        self._take_start_lock()
         self.cleaned = stop_leftover(self.home)
         self._spawn_recorded()
         return self
 
+    def _take_start_lock(self) -> None:
+        """One server start at a time in this home; say once whom this one waits for."""
+        handle = open(self.home / START_LOCK, "a+")  # noqa: SIM115 (held until healthy)
+        told = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not told:
+                    handle.seek(0)
+                    holder = handle.read().strip() or "another run"
+                    self.on_wait(
+                        f"waiting for {holder} that holds {self.home} (starting its Prefect "
+                        "server: one start at a time on one database)"
+                    )
+                    told = True
+                time.sleep(0.2)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"yardstick run (pid {os.getpid()})")
+        handle.flush()
+        self._start_lock = handle
+
+    def _release_start_lock(self) -> None:
+        """Let the next run start its server (the kernel does it if this process dies)."""
+        handle, self._start_lock = self._start_lock, None
+        if handle is not None:
+            handle.close()
+
     def _spawn_recorded(self) -> None:
         self.process = self._spawn()
-        (self.home / PIDFILE).write_text(json.dumps({"pid": self.process.pid, "port": self.port}))
+        facts = {
+            "pid": self.process.pid,
+            "port": self.port,
+            "owner": os.getpid(),
+            "owner_start": _start_time(os.getpid()),
+        }
+        self.pidfile.write_text(json.dumps(facts))
 
     def wait(self) -> PrivatePrefectServer:
         """Wait until the spawned server answers; started once more, with twice the wait,
         when it does not; PrefectServerFailed in one line after that."""
         timeout_s = self.start_timeout_s
-        for attempt in range(ATTEMPTS):
-            if attempt:
-                self._spawn_recorded()
-            if self._healthy(timeout_s):
-                return self
-            self.stop()
-            timeout_s *= 2  # a loaded machine: give the second start more time
+        try:
+            for attempt in range(ATTEMPTS):
+                if attempt:
+                    self._spawn_recorded()
+                if self._healthy(timeout_s):
+                    return self
+                self.stop()
+                timeout_s *= 2  # a loaded machine: give the second start more time
+        finally:
+            self._release_start_lock()
         last = _last_line(self.home / "server.log")
         raise PrefectServerFailed(
             f"the run's Prefect server did not answer within {self.start_timeout_s:.0f} s "
@@ -172,7 +277,8 @@ class PrivatePrefectServer:
         """Stop the server and forget its pid file."""
         stop_process(self.process, grace_s=10)
         self.process = None
-        (self.home / PIDFILE).unlink(missing_ok=True)
+        self.pidfile.unlink(missing_ok=True)
+        self._release_start_lock()
 
 
 def _last_line(path: Path) -> str:

@@ -77,6 +77,11 @@ class CompactionReport:
         return text
 
 
+# Why a compaction or retention pass did nothing: the lock is held by another run's
+# compaction, its retention pass, or its warehouse update reading the lake (shared).
+LAKE_BUSY = "another run holds the lake's lock (compacting it, or updating a warehouse from it)"
+
+
 @contextmanager
 def lake_lock(lake_dir: str | Path | ObjectPath) -> Iterator[bool]:
     """Hold the lake's compaction lock if free (yield True), else yield False.
@@ -116,7 +121,7 @@ def compact(
     report = CompactionReport()
     with lake_lock(lake_dir) as held:
         if not held:
-            report.skipped = "another compaction holds the lake's lock"
+            report.skipped = LAKE_BUSY
             return report
         partitions: dict[tuple[str, str, str], list[lake.LakeFile]] = {}
         for f in lake.scan(lake_dir, tables, envs=envs, read_footers=False):

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
+import logging
 import os
 import re
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 # dbt keeps process-wide state (its event manager, adapters): one invocation at a time.
 _DBT_LOCK = threading.Lock()
@@ -153,15 +158,84 @@ def _parse_ignores_path() -> None:
 
 
 @contextmanager
-def locked(warehouse_path: Path) -> Iterator[None]:
-    """Hold the exclusive lock of one warehouse (its updates and rebuilds), across threads
-    and processes; the kernel releases it if the process dies."""
-    where = hashlib.sha256(str(warehouse_path.resolve()).encode()).hexdigest()[:12]
+def locked(warehouse_path: Path, shared: bool = False, who: str | None = None) -> Iterator[None]:
+    """Hold the lock of one warehouse, across threads and processes (the kernel releases it
+    if the process dies): exclusive for an update or rebuild, shared for a reader (DuckDB
+    refuses to open a file another process writes, and to write one another process reads).
+
+    Keyed by the file's resolved path, so two projects' warehouses of the same name never
+    wait on each other. A waiter says once whom it waits for (run, pid, what it does)."""
+    where = hashlib.sha256(str(Path(warehouse_path).resolve()).encode()).hexdigest()[:12]
     folder = cache_root() / "locks"
     folder.mkdir(parents=True, exist_ok=True)
-    with _lock_for(where), open(folder / f"{where}.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    thread_lock = _lock_for(where)
+    if shared and thread_lock._is_owned():  # a reader inside this thread's own update
         yield
+        return
+    doing = "reading" if shared else "updating"
+    with ExitStack() as stack:
+        if not shared:
+            stack.enter_context(thread_lock)
+        handle = stack.enter_context(open(folder / f"{where}.lock", "a+"))
+        _flock(
+            handle,
+            fcntl.LOCK_SH if shared else fcntl.LOCK_EX,
+            folder / f"{where}.holder",
+            Path(warehouse_path),
+        )
+        _say_holder(folder / f"{where}.holder", who, doing)
+        yield
+
+
+def _flock(handle, mode: int, holder: Path, warehouse_path: Path) -> None:
+    """Take the flock, waiting (stop-aware) and saying once whom for."""
+    from yardstick import interrupt
+
+    told = False
+    while True:
+        try:
+            fcntl.flock(handle, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if not told:
+                log.warning(
+                    "waiting for %s that holds the warehouse %s", _holder(holder), warehouse_path
+                )
+                told = True
+            interrupt.sleep(LOCK_POLL_S)
+
+
+def _say_holder(holder: Path, who: str | None, doing: str) -> None:
+    """Record who holds the lock now (read by whoever waits for it)."""
+    facts = {"who": who or _process_name(), "pid": os.getpid(), "doing": doing}
+    tmp = holder.with_name(f".{holder.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        tmp.write_text(json.dumps(facts))
+        os.replace(tmp, holder)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def _holder(holder: Path) -> str:
+    """The holder in words: 'run <id> (pid <n>, updating it)'."""
+    try:
+        facts = json.loads(holder.read_text())
+        return f"{facts['who']} (pid {facts['pid']}, {facts['doing']} it)"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+
+
+def _process_name() -> str:
+    """What this process is, for a waiter: its command, shortened."""
+    try:
+        argv = Path("/proc/self/cmdline").read_bytes().split(b"\0")
+        words = [Path(a.decode(errors="replace")).name for a in argv[:3] if a]
+        return " ".join(words)[:80] or "a process"
+    except OSError:
+        return "a process"
+
+
+LOCK_POLL_S = 0.2
 
 
 _THREAD_LOCKS: dict[str, threading.RLock] = {}
@@ -243,8 +317,22 @@ def run(
 ) -> DbtResult:
     """Invoke dbt (`build`, `run`, `test`, ...) on `warehouse_path`; raise ModelError naming the
     failing node. `state_for`: the warehouse whose dbt state to use (a rebuild's temporary file
-    uses its final path's, so the updates after it reuse its parse)."""
-    outcome, nodes, mode = _invoke(warehouse_path, args, duckdb_threads, project, state_for)
+    uses its final path's, so the updates after it reuse its parse).
+
+    Ctrl-C or SIGTERM (or any stop request, yardstick/interrupt.py) stops it within seconds:
+    the running query is cancelled and interrupt.Interrupted raised, never a ModelError."""
+    from yardstick import interrupt
+
+    if interrupt.STOP.is_set():
+        raise interrupt.Interrupted(f"{interrupt.stop_reason()}: dbt {args[0]} not started")
+    try:
+        outcome, nodes, mode = _invoke(warehouse_path, args, duckdb_threads, project, state_for)
+    except KeyboardInterrupt:  # a signal just before or after dbt's own handling
+        raise interrupt.Interrupted(f"{interrupt.stop_reason()}: dbt {args[0]} stopped") from None
+    if interrupt.STOP.is_set() and (outcome.exception is not None or not outcome.success):
+        raise interrupt.Interrupted(f"{interrupt.stop_reason()}: dbt {args[0]} stopped")
+    if isinstance(outcome.exception, KeyboardInterrupt):
+        raise interrupt.Interrupted(f"KeyboardInterrupt: dbt {args[0]} stopped")
     if outcome.exception is not None:
         raise ModelError(f"dbt {args[0]}: {_one_line(str(outcome.exception))}")
     if not outcome.success:
@@ -290,10 +378,13 @@ def _invoke(
     ]
     nodes: list[tuple[str, str]] = []
     parse_events: list[str] = []
+    stopper: _Stopper | None = None
 
     def collect(event) -> None:
         """Keep each node's outcome and what dbt said about reusing its parse."""
         name = event.info.name
+        if name == "NodeStart" and stopper is not None:
+            stopper.node_started()
         if name == "NodeFinished":
             node = event.data.node_info
             nodes.append((node.unique_id, node.node_status))
@@ -320,7 +411,8 @@ def _invoke(
         # parse makes a repeated invocation skip parsing anyway.
         runner = dbtRunner(callbacks=[collect])
         try:
-            outcome = runner.invoke(argv)
+            with _stoppable() as stopper:
+                outcome = runner.invoke(argv)
         finally:
             _close_duckdb()
     if parse_events:
@@ -328,6 +420,142 @@ def _invoke(
     else:
         mode = "full parse: no saved parse" if not had_parse else "full parse"
     return outcome, nodes, mode
+
+
+# How often a stopped build's open DuckDB queries are cancelled until dbt returns.
+CANCEL_POLL_S = 0.2
+
+
+class _Stopper:
+    """While dbt runs, a stop request (Ctrl-C, SIGTERM, yardstick/interrupt.py) ends it within
+    seconds: dbt is switched to fail-fast and its running query cancelled, so it runs no
+    further node and returns. In the main thread SIGINT and SIGTERM run their own handler
+    (the run's: ask every family to stop; twice: leave at once) and ask for that stop:
+    Prefect's SIGTERM bridge raised an exception dbt does not handle (its nodes ran on,
+    ~80 s, and the build said "unknown error"); a KeyboardInterrupt makes dbt print a
+    traceback."""
+
+    def __init__(self) -> None:
+        self.executing = False  # dbt runs nodes
+        self.saved: dict[int, object] = {}
+        self.done = threading.Event()
+
+    def node_started(self) -> None:
+        """dbt began a node (in its pool thread)."""
+        self.executing = True
+
+    def on_signal(self, signum: int, frame) -> None:
+        """The handler of SIGINT and SIGTERM while dbt runs (main thread)."""
+        from yardstick import interrupt
+
+        previous = self.saved.get(signum)
+        if previous == signal.SIG_IGN:
+            return
+        try:
+            if callable(previous) and previous is not signal.default_int_handler:
+                previous(signum, frame)  # may leave at once (a second Ctrl-C)
+        except BaseException:  # Prefect's TerminationSignal: the stop below instead
+            pass
+        interrupt.request_stop(f"{signal.Signals(signum).name} received", signum)
+
+    def cancel_when_stopped(self) -> None:
+        """Once stopped: dbt fails fast, and its open queries are cancelled until it returns
+        (a node that starts after the first cancel is cancelled too)."""
+        from yardstick import interrupt
+
+        while not self.done.wait(CANCEL_POLL_S):
+            # Not during dbt's parse: the first node started sees the stop.
+            if interrupt.STOP.is_set() and self.executing:
+                _fail_fast()
+                _cancel_queries()
+
+
+@contextmanager
+def signals_stop_the_update() -> Iterator[None]:
+    """Around a whole warehouse update (main thread): SIGINT or SIGTERM runs its own handler,
+    asks for a stop and raises interrupt.Interrupted where the update is (its loader; dbt
+    itself stops as _Stopper says), so a rebuild's folder is removed on the way out."""
+    from yardstick import interrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved: dict[int, object] = {}
+
+    def on_signal(signum: int, frame) -> None:
+        previous = saved.get(signum)
+        if previous == signal.SIG_IGN:
+            return
+        try:
+            if callable(previous) and previous is not signal.default_int_handler:
+                previous(signum, frame)  # may leave at once (a second Ctrl-C)
+        except BaseException:  # Prefect's TerminationSignal: Interrupted instead
+            pass
+        interrupt.request_stop(f"{signal.Signals(signum).name} received", signum)
+        raise interrupt.Interrupted(f"{interrupt.stop_reason()}: warehouse update stopped")
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        saved[signum] = signal.signal(signum, on_signal)
+    try:
+        yield
+    except Exception as exc:
+        # DuckDB turns the handler's exception into its own "Query interrupted".
+        if interrupt.STOP.is_set() and not isinstance(exc, interrupt.Interrupted):
+            raise interrupt.Interrupted(
+                f"{interrupt.stop_reason()}: warehouse update stopped"
+            ) from None
+        raise
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def _fail_fast() -> None:
+    """Make the running dbt invocation stop at its next node result (dbt reads the flag
+    there; its flags are a frozen dataclass)."""
+    from dbt.flags import get_flags
+
+    flags = get_flags()
+    if not getattr(flags, "FAIL_FAST", False):
+        try:
+            object.__setattr__(flags, "FAIL_FAST", True)
+        except (AttributeError, TypeError):
+            pass
+
+
+@contextmanager
+def _stoppable() -> Iterator[_Stopper]:
+    """Make the dbt invocation inside the block stop within seconds when asked (_Stopper)."""
+    # Imported here, in the caller's thread, not by the watcher in the middle of dbt's work.
+    import dbt.adapters.factory  # noqa: F401
+    import dbt.flags  # noqa: F401
+
+    stopper = _Stopper()
+    watcher = threading.Thread(target=stopper.cancel_when_stopped, name="dbt-cancel", daemon=True)
+    watcher.start()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            stopper.saved[signum] = signal.signal(signum, stopper.on_signal)
+    try:
+        yield stopper
+    finally:
+        for signum, handler in stopper.saved.items():
+            signal.signal(signum, handler)
+        stopper.done.set()
+        watcher.join(timeout=5)
+
+
+def _cancel_queries() -> None:
+    """Interrupt every query dbt-duckdb's connections are running now."""
+    from dbt.adapters.factory import FACTORY
+
+    for adapter in list(FACTORY.adapters.values()):
+        for connection in list(adapter.connections.thread_connections.values()):
+            handle = getattr(connection, "handle", None)
+            try:
+                handle.cursor().interrupt()
+            except Exception:  # closed meanwhile, or not opened yet
+                pass
 
 
 def _close_duckdb() -> None:

@@ -341,8 +341,11 @@ def put_text(path: LakePath, text: str) -> None:
             filesystem().pipe_file(str(path), text.encode())
         return
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(2)}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:  # a full disk leaves no half temporary file behind
+        tmp.unlink(missing_ok=True)
 
 
 def abort_stale_uploads(root: ObjectPath, older_than_s: float) -> list[str]:

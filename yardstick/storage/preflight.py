@@ -54,6 +54,39 @@ def check_writable(
             )
 
 
+def path_problems(
+    lake_dir: str | Path | None, warehouse_path: str | Path | None, out_dir: str | Path | None
+) -> list[str]:
+    """What is wrong with the paths a run was given, found without creating anything: a
+    directory where the warehouse file goes, a file where a folder goes (one phrase each)."""
+    problems: list[str] = []
+    if warehouse_path is not None:
+        warehouse = Path(warehouse_path)
+        if warehouse.is_dir():
+            problems.append(
+                f"warehouse {warehouse}: is a directory (--warehouse names the DuckDB file, "
+                f"e.g. {warehouse / 'warehouse.duckdb'})"
+            )
+        elif warehouse.parent.exists() and not warehouse.parent.is_dir():
+            problems.append(f"warehouse folder {warehouse.parent}: is a file, not a folder")
+    folders = {"output folder": out_dir}
+    if lake_dir is not None and not lakefs.is_remote(lake_dir):
+        folders["lake"] = lake_dir
+    for label, folder in folders.items():
+        if folder is not None and Path(folder).exists() and not Path(folder).is_dir():
+            problems.append(f"{label} {folder}: is a file, not a folder")
+    return problems
+
+
+def check_run_paths(lake_dir: str | Path, warehouse_path: str | Path, out_dir: str | Path) -> None:
+    """The run's paths are of the right kind, then writable with room (NotWritable: one line
+    naming every problem)."""
+    problems = path_problems(lake_dir, warehouse_path, out_dir)
+    if problems:
+        raise NotWritable("; ".join(problems))
+    check_writable(run_folders(lake_dir, warehouse_path, out_dir))
+
+
 def run_folders(lake_dir: str | Path, warehouse_path: str | Path, out_dir: str | Path) -> dict:
     """The folders a nightly run writes to, labelled as the options that name them (an S3
     lake stays its s3:// URL, checked by check_writable)."""

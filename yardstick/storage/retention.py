@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from yardstick.storage import lake, lakefs, warehouse
-from yardstick.storage.compaction import lake_lock
+from yardstick.storage.compaction import LAKE_BUSY, lake_lock
 from yardstick.storage.schemas import DETAIL_FAMILIES, DETAIL_TABLES, SCHEMA_VERSION, file_schema
 
 RETAINED = "retained_measures"
@@ -66,7 +66,7 @@ def apply(
     cutoff = today - timedelta(days=detail_days)
     with lake_lock(lake_dir) as held:
         if not held:
-            report.skipped = "a compaction holds the lake's lock"
+            report.skipped = LAKE_BUSY
             return report
         old = [
             f

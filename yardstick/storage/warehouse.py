@@ -13,16 +13,20 @@ database); the paths it remembers (_yardstick_files) are then s3:// URLs."""
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 
+from yardstick import interrupt
 from yardstick.storage import dbt, lake, lakefs
 from yardstick.storage.schemas import DETAIL_TABLES, SCHEMA_VERSION, TABLES, file_schema
 
@@ -404,8 +408,62 @@ def update(
     processes): a second one waits, then finds the lake already loaded."""
     lake_dir, warehouse_path = lakefs.lake_root(lake_dir), Path(warehouse_path)
     warehouse_path.parent.mkdir(parents=True, exist_ok=True)
-    with dbt.locked(warehouse_path):
+    who = f"run {until_run_id}" if until_run_id else None
+    # The lake first, then the warehouse (a retention pass holds them in that order too).
+    with _lake_held(lake_dir), dbt.locked(warehouse_path, who=who):
         return _update(lake_dir, warehouse_path, full, until_run_id)
+
+
+@contextmanager
+def _lake_held(lake_dir: lakefs.LakePath) -> Iterator[None]:
+    """Hold the lake's compaction lock shared while an update reads the lake: another run's
+    compaction or retention pass (they take it exclusive, or skip) deletes files the load may
+    be reading. Updates of several warehouses share it; a compaction under way is waited for."""
+    path = lakefs.lock_file(lake_dir)
+    try:
+        handle = open(path, "a+")  # noqa: SIM115  (closed below; the yield sits inside)
+    except OSError as exc:
+        # A lake with no room for its lock file (full, or read-only to this user): nobody can
+        # be compacting it through this lock either; the update reads it unlocked.
+        log.warning(
+            "lake %s: its lock file cannot be opened (%s); reading it unlocked",
+            lake_dir,
+            exc.strerror or exc,
+        )
+        yield
+        return
+    with handle:
+        told = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not told:
+                    holder = _flock_holder(path)
+                    log.warning(
+                        "waiting for %s that holds the lake %s (compacting it or dropping old "
+                        "detail)",
+                        f"pid {holder}" if holder else "another run",
+                        lake_dir,
+                    )
+                    told = True
+                interrupt.sleep(0.2)
+        yield
+
+
+def _flock_holder(path: Path) -> int | None:
+    """The pid holding a flock on `path`, from /proc/locks (None when not found)."""
+    try:
+        inode = os.stat(path).st_ino
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split()
+        if len(parts) > 5 and parts[1] == "FLOCK" and parts[5].endswith(f":{inode}"):
+            return int(parts[4])
+    return None
 
 
 def _wanted(complete: set[tuple[str, str]], until_run_id: str | None) -> set[tuple[str, str]]:
@@ -659,15 +717,53 @@ def build(lake_dir: str | Path, warehouse_path: str | Path) -> Path:
     return update(lake_dir, warehouse_path, full=True).path
 
 
-def connect_read_only(warehouse_path: str | Path) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse for queries; only updates ever open it for writing."""
+def connect_read_only(warehouse_path: str | Path, who: str | None = None) -> ReadConnection:
+    """Open the warehouse for queries; only updates ever open it for writing. The connection
+    holds the warehouse's shared lock until closed: an update of another run waits for it
+    (DuckDB would refuse its write), and this waits for an update in progress."""
     path = Path(warehouse_path)
     if not path.exists():
         raise FileNotFoundError(
             f"{path}: no warehouse yet (run `yardstick run` or `yardstick report`)"
         )
-    con = duckdb.connect(str(path), read_only=True)
-    # The detail views read an S3 lake in place: give this connection the lake's filesystem.
-    if _meta(con).get("lake", "").startswith("s3://"):
-        lakefs.register(con)
-    return con
+    lock = dbt.locked(path, shared=True, who=who)
+    lock.__enter__()
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+        # The detail views read an S3 lake in place: give this connection the lake's filesystem.
+        if _meta(con).get("lake", "").startswith("s3://"):
+            lakefs.register(con)
+    except BaseException:
+        lock.__exit__(None, None, None)
+        raise
+    return ReadConnection(con, lock)
+
+
+class ReadConnection:
+    """A read-only DuckDB connection that releases the warehouse's shared lock on close."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, lock) -> None:
+        self._con = con
+        self._lock = lock
+
+    def __getattr__(self, name: str):
+        return getattr(self._con, name)
+
+    def close(self) -> None:
+        """Close the connection, then release the lock."""
+        lock, self._lock = self._lock, None
+        try:
+            self._con.close()
+        finally:
+            if lock is not None:
+                lock.__exit__(None, None, None)
+
+    def __enter__(self) -> ReadConnection:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_lock", None) is not None:
+            self.close()

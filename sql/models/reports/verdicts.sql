@@ -6,6 +6,8 @@ select
     l.run_id,
     l.started_at,
     l.profile,
+    /* a missing site's environment: nothing measured, the reason instead of a verdict */
+    case when l.status = 'missing' then l.error end as missing_reason,
     count(c.figure) as figures,
     count(c.figure) filter (where c.verdict = 'regression') as regressions,
     count(c.figure) filter (where c.verdict = 'regression' and c.first_night) as new_regressions,
@@ -22,6 +24,7 @@ select
         where c.verdict in ('regression', 'improvement', 'changed', 'unconfirmed', 'steady')
     ) as judged,
     case
+        when any_value(l.status) = 'missing' then 'missing'  /* one run per row: its status */
         when count(c.figure) filter (where c.verdict = 'regression') > 0 then 'regression'
         when count(c.figure) filter (where c.verdict = 'environment changed') > 0
             then 'environment changed'

@@ -9,5 +9,6 @@ with full_runs as (
 
 select
     run_id, env, started_at, profile, status, mode, transport, same_server_as,
+    error,  /* why not everything was measured (a missing site's reason) */
 from full_runs
 qualify row_number() over (partition by env order by started_at desc, run_id desc) = 1

@@ -9,7 +9,7 @@ renamed as (
         run_id,
         env,
         family,
-        status,            /* ok | failed | skipped | interrupted */
+        status,            /* ok | partial | failed | skipped | interrupted */
         reason,
         started_at,
         finished_at,
