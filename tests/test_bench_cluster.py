@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.e2e
+@pytest.mark.server_agnostic  # the bench's own run: tests/test_cluster.py covers each server kind
 def test_tiny_cluster_bench_runs_and_checks_itself(newest_binary, tmp_path):
     if redis_cli_for(newest_binary) is None:
         pytest.skip(f"no redis-cli beside {newest_binary.path}: the bench cannot make a cluster")

@@ -30,7 +30,12 @@ from yardstick.tasks.base import Family, Measured, RunContext, rows_to_table
 from yardstick.tasks.memory import MemoryProfile, MemoryShape
 from yardstick.tasks.throughput import TABLES, ThroughputProfile
 
-pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("prefect_server")]
+# The budget and what lands are the same whatever the server kind (the cluster tests run 6.2).
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.server_agnostic,
+    pytest.mark.usefixtures("prefect_server"),
+]
 needs_benchmark = pytest.mark.skipif(
     find_tool("redis-benchmark") is None, reason="redis-benchmark not installed"
 )

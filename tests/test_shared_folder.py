@@ -18,7 +18,8 @@ from conftest import finish, start_yardstick, write_config
 from yardstick.app import prefect_server
 from yardstick.storage import warehouse
 
-pytestmark = pytest.mark.e2e
+# Two runs of one folder: the server kind changes nothing.
+pytestmark = [pytest.mark.e2e, pytest.mark.server_agnostic]
 
 
 def test_two_runs_in_one_folder_both_finish_and_both_are_kept(start_redis, tmp_path):
