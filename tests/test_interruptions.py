@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 import redis
-from conftest import finish, start_yardstick, write_config
+from conftest import finish, start_yardstick, uvicorn_like_the_cli, write_config
 
 from yardstick import interrupt
 from yardstick.host.tools import find_tool, run_tool
@@ -196,20 +196,7 @@ def test_a_killed_runs_prefect_server_is_stopped_by_the_next(tmp_path):
     home.mkdir()
     # A server whose CLI was killed before it could stop it: started as its own process,
     # with its pid file, outliving the Python object.
-    leftover = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            "prefect.server.api.server:create_app",
-            "--port",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    leftover = uvicorn_like_the_cli()
     (home / "server.json").write_text(f'{{"pid": {leftover.pid}, "port": 0}}')
     time.sleep(0.5)
     said = stop_leftover(home)

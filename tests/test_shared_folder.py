@@ -13,7 +13,7 @@ from pathlib import Path
 
 import lakes
 import pytest
-from conftest import finish, start_yardstick, write_config
+from conftest import finish, start_yardstick, uvicorn_like_the_cli, write_config
 
 from yardstick.app import prefect_server
 from yardstick.storage import warehouse
@@ -74,28 +74,10 @@ def test_two_runs_in_one_folder_both_finish_and_both_are_kept(start_redis, tmp_p
     assert not list((tmp_path / ".yardstick" / "prefect").glob("server*.json"))
 
 
-def _uvicorn() -> subprocess.Popen:
-    """A Prefect API server process as the CLI starts one (found by its command line)."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            "prefect.server.api.server:create_app",
-            "--port",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
 def test_a_live_runs_server_is_left_alone_and_a_gone_runs_is_stopped(tmp_path):
     home = tmp_path / "prefect"
     home.mkdir()
-    alive, orphan = _uvicorn(), _uvicorn()
+    alive, orphan = uvicorn_like_the_cli(), uvicorn_like_the_cli()
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     try:
