@@ -260,7 +260,7 @@ def test_the_hub_worker_runs_no_site_part_and_a_site_without_worker_is_missing(
     gamma = rows["cache-gamma"]
     assert gamma["status"] == "missing"
     assert (gamma["host"], gamma["pid"], gamma["worker_pid"]) == (None, None, None)
-    why = "site gamma: no worker of work queue 'gamma' started its run within 90 s"
+    why = f"site gamma: no worker of work queue 'gamma' started its run within {START_TIMEOUT_S} s"
     assert gamma["error"].startswith(why), gamma
     assert site_runs["gamma"].state.is_cancelled()
     assert (site_runs["gamma"].work_pool_name, site_runs["gamma"].work_queue_name) == (
