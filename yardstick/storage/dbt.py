@@ -34,7 +34,10 @@ PROFILE = """yardstick:
         threads: {duckdb_threads}
         memory_limit: {memory_limit}
         preserve_insertion_order: true
+        storage_compatibility_version: {storage_version}
 """
+# The oldest DuckDB whose files the warehouse stays readable by (duckdb-cli 1.5 in the README).
+STORAGE_VERSION = "v1.5.0"
 MiB = 1 << 20
 GiB = 1 << 30
 
@@ -305,6 +308,9 @@ def duckdb_settings(threads: int | None = None) -> dict[str, object]:
         "threads": threads or os.cpu_count() or 1,
         "memory_limit": f"{memory_limit_bytes() // MiB}MiB",
         "preserve_insertion_order": True,
+        # Written in a storage format the duckdb CLI from the package registry reads
+        # (duckdb-cli 1.5.x refuses duckdb 2.0's default: "version number 69").
+        "storage_compatibility_version": STORAGE_VERSION,
     }
 
 
@@ -404,6 +410,7 @@ def _invoke(
                 path=_yaml_str(str(warehouse_path.resolve())),
                 duckdb_threads=settings["threads"],
                 memory_limit=_yaml_str(str(settings["memory_limit"])),
+                storage_version=_yaml_str(STORAGE_VERSION),
             )
         )
         # No manifest handed from one invocation to the next: each compiles into the one it
