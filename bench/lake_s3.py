@@ -5,13 +5,15 @@ compaction and a full warehouse build from each (issue 11, "one lake on object s
 
 The same tables land in both lakes through lake.write, run by run as the flows land them: per
 environment one nightly run (fingerprint, round trip, key space, SLOWLOG, latency monitor,
-counters: ~15 files, the key-space scan's per-key rows and the round trip's histograms among
-them) and `--runs - 1` collections (SLOWLOG, latency monitor, counters: ~6 files), the tables
-measured once on a scratch Redis holding `--keys` keys and re-landed under new run ids.
-The S3 server is moto's standalone server (`python -m moto.server`) on loopback, started
-here: what is measured is the client's cost per request (s3fs: one HEAD and one conditional
-PUT per file) plus moto's, not a network's; a real endpoint adds its round trip (~1-20 ms) to
-each request. Credentials are fake and set for this process only."""
+counters: ~15 tables, the key-space scan's per-key rows and the round trip's histograms among
+them) and `--runs - 1` collections (SLOWLOG, latency monitor, counters: ~6 tables), the tables
+measured once on a scratch Redis holding `--keys` keys and re-landed under new run ids. Each
+table of a run is one Delta commit (lake.write; a collection of several environments would be
+one commit per table, bench/landing.py). The S3 server is moto's standalone server
+(`python -m moto.server`) on loopback, started here: what is measured is the client's cost per
+request (delta-rs: the log's listing and reads, the data file's PUT, the commit's conditional
+PUT) plus moto's, not a network's; a real endpoint adds its round trip (~1-20 ms) to each
+request. Credentials are fake and set for this process only."""
 
 from __future__ import annotations
 
@@ -154,7 +156,7 @@ def runs_of(envs: int, runs: int, keys: int) -> list[tuple[str, str, dict[str, p
 
 
 def land(lake_dir: str, runs) -> tuple[int, float, float]:
-    """Land every run; (files, seconds, slowest run's seconds)."""
+    """Land every run; (tables landed: one commit each, seconds, slowest run's seconds)."""
     files, slowest = 0, 0.0
     start = time.perf_counter()
     for env, run_id, tables in runs:
@@ -196,7 +198,7 @@ def main() -> None:
             f"one nightly run per environment, {args.keys} keys), this machine:\n"
         )
         print(
-            "| lake | runs | files | landing s | s per run | ms per file | slowest run s "
+            "| lake | runs | commits | landing s | s per run | ms per commit | slowest run s "
             "| compaction s (files in) | full build s (load s) |"
         )
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

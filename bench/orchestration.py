@@ -88,13 +88,9 @@ def _isolated_prefect(state_dir: Path) -> None:
 
 def _steps(lake_dir: Path, run_id: str) -> list[dict]:
     """This run's steps rows (family, status, duration_s, window_s) from the lake."""
-    import pyarrow.parquet as pq
+    from yardstick.storage import lake
 
-    rows: list[dict] = []
-    for path in sorted(lake_dir.glob(f"steps/env=*/period=*/{run_id}.parquet")):
-        env = path.parts[-3].removeprefix("env=")
-        rows += [{**row, "env": env} for row in pq.read_table(path).to_pylist()]
-    return rows
+    return lake.read(lake_dir, "steps", run_ids={run_id}).to_pylist()
 
 
 def main() -> int:
@@ -147,7 +143,10 @@ def main() -> int:
             return_state=True,
         )
         call_s = now_s() - start
-        summary = state.result(raise_on_failure=False)
+        from yardstick.flows.outcome import summary_of
+
+        # A failed run's summary travels inside its state's exception (flows/outcome.py).
+        summary = summary_of(state.result(raise_on_failure=False))
         if isinstance(summary, BaseException):
             print(f"flow run {index + 1} crashed: {state.message}", file=sys.stderr)
             return 1

@@ -1,6 +1,6 @@
-"""The README's "History at scale" table from a bench/retention.py JSON: targets vs figures.
+"""The "History at scale" table of docs/scale.md from a bench/retention.py JSON: targets vs figures.
 
-Prints the markdown table (targets, the figures measured, met or missed) for the README:
+Prints the markdown table (targets, the figures measured, met or missed) for docs/scale.md:
 
     .venv/bin/python bench/readme_table.py /work/bench-tmp/retention-5x30.json
 """
@@ -15,7 +15,7 @@ GiB = float(1 << 30)
 
 
 def shown(value: float | None, unit: str) -> str:
-    """A figure as the README writes it."""
+    """A figure as docs/scale.md writes it."""
     if value is None:
         return "not measured"
     if unit == "bytes":
@@ -34,7 +34,7 @@ def shown(value: float | None, unit: str) -> str:
 
 
 def detail(name: str, figs: dict) -> str:
-    """What the README adds after a figure (its parts, the other size)."""
+    """What docs/scale.md adds after a figure (its parts, the other size)."""
     if name == "lake_files":
         return f" ({figs['lake_bytes'] / GiB:.2f} GiB)"
     if name == "rebuild_wall_s" and figs.get("rebuild_load_s") is not None:

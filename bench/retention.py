@@ -17,18 +17,21 @@ Nights and collections are shaped like real ones (bench/_schedule.py, from bench
 every table a real scratch nightly, read-only nightly and collection landed, with their row
 counts; collections land only the SLOWLOG entries and latency samples new since the last).
 The self-check fails the bench (exit 1) when the tool declares a table the real shape has
-never seen, or when a table the real run landed is not generated; and when compacting landed
-files with yardstick.storage.compaction gives other files than the direct writer.
+never seen, or when a table the real run landed is not generated; and when landing and
+compacting with yardstick.storage gives other rows, or more files, than the direct writer.
 
 The lake is assembled from a store of generated units (one environment's month as compaction
-writes it: compacted-g<N>.parquet with footer runs/replaces; one night's detail files as
-lake.write lands them) kept under <root>/retention-store-*, keyed by the generator (its
-version, the real shape and every file schema), collections per day, keys and SLOWLOG length;
-a unit is the same whatever the lake's length, so the 730-day lake reuses the 365-day lake's
-months. Each measurement works on a fresh lake of hard links, so compaction never touches the
-store. The SQL project is copied at start and the updates run on that copy: edits to sql/
-during a long run do not turn the incremental update into a rebuild. Each update runs in a
-child process, whose own peak RSS (wait4) is the figure.
+leaves it: one data file per table, sorted by run id; one night's detail files, one per run)
+kept under <root>/retention-store-*, keyed by the generator (its version, the real shape and
+every file schema), collections per day, keys and SLOWLOG length; a unit is the same whatever
+the lake's length, so the 730-day lake reuses the 365-day lake's months. Each measurement
+works on a fresh lake of hard links whose files are added to each table's Delta log in one
+commit (deltalake.convert_to_deltalake), so compaction never touches the store. Nights are
+landed as the flows land them: each collection of every environment one commit per table
+(lake.batch), the nightly run environment by environment. The SQL project is copied at start
+and the updates run on that copy: edits to sql/ during a long run do not turn the incremental
+update into a rebuild. Each update runs in a child process, whose own peak RSS (wait4) is the
+figure. The lake's files are every file on disk, the tables' _delta_log included.
 
 Targets (issue: history at scale, 50 environments x 365 days): full rebuild <= 60 s and
 <= 4 GiB peak RSS; nightly incremental update <= 10 s and <= 1 GiB, changing <= 10 % when the
@@ -64,6 +67,7 @@ import _schedule as sched  # noqa: E402
 from _common import copy_sql  # noqa: E402
 
 from yardstick.storage import compaction, lake  # noqa: E402
+from yardstick.storage.schemas import file_schema  # noqa: E402
 
 GiB = float(1 << 30)
 # name: (what the issue asks, limit, unit of the figure). All "at most"; first_vs_warm and the
@@ -132,29 +136,19 @@ def split_runs(data: pa.Table) -> list[tuple[str, pa.Table]]:
     return [(str(ids[a]), body.slice(a, b - a)) for a, b in zip(starts, ends, strict=True)]
 
 
-def write_compacted(
-    root: Path, table: str, env: str, period: str, data: pa.Table, generation: int, since: date
-) -> Path:
-    """One partition's compacted file as yardstick.storage.compaction writes it: sorted by run id,
-    footer runs and replaces (the generation before, and the files of the runs landed from
-    day `since` on; a nightly compaction: since = the last day)."""
+def write_unit_file(root: Path, table: str, env: str, period: str, data: pa.Table) -> Path:
+    """One partition's data file as compaction leaves it (Delta's optimize: one file per
+    table, environment and month, sorted by run id): plain Parquet without the partition
+    columns, added to its table's log when the lake is assembled (`assemble`)."""
     data = data.sort_by([("run_id", "ascending")])
-    runs = sorted(set(data["run_id"].to_pylist()))
-    prefix = f"env={env}/period={period}/"
-    replaces = [prefix + f"{run}.parquet" for run in runs if lake.run_day(run) >= since]
-    if generation > 1:
-        replaces.append(prefix + f"{lake.COMPACTED_PREFIX}{generation - 1:06d}.parquet")
-    final = root / table / prefix / f"{lake.COMPACTED_PREFIX}{generation:06d}.parquet"
-    stamped = lake.stamp(
-        data,
-        table,
-        {"yardstick.runs": json.dumps(runs), "yardstick.replaces": json.dumps(sorted(replaces))},
-    )
-    return lake.write_atomic(stamped, final, f"{final} already exists")
+    final = root / table / f"env={env}" / f"period={period}" / f"part-00000-{period}-unit.parquet"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(data.select(file_schema(table).names).cast(file_schema(table)), final)
+    return final
 
 
 def build_unit(store: str, index: int, period: str, days: list[date], shape: Shape) -> float:
-    """Generate one environment's month (compacted files) into the store; seconds taken."""
+    """Generate one environment's month (one data file per table) into the store; seconds."""
     start = time.perf_counter()
     env = sched.env_name(index)
     final = Path(store) / "units" / f"env={env}" / unit_name(period, days)
@@ -163,7 +157,7 @@ def build_unit(store: str, index: int, period: str, days: list[date], shape: Sha
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(2)}")
     merged, _ = sched.day_tables(index, days, shape.per_day, shape.keys, shape.max_len)
     for table, data in merged.items():
-        write_compacted(tmp, table, env, period, data, len(days), days[-1])
+        write_unit_file(tmp, table, env, period, data)
     _publish(tmp, final)
     return time.perf_counter() - start
 
@@ -179,7 +173,8 @@ def _publish(tmp: Path, final: Path) -> None:
 
 
 def build_detail(store: str, index: int, day: date, shape: Shape) -> float:
-    """Land one night's detail files (keyspace_keys, ping_histogram) into the store."""
+    """One night's detail files (keyspace_keys, ping_histogram: a data file per run, never
+    compacted) into the store."""
     start = time.perf_counter()
     env = sched.env_name(index)
     final = Path(store) / "units" / f"env={env}" / f"detail_{day:%Y-%m-%d}"
@@ -191,7 +186,10 @@ def build_detail(store: str, index: int, day: date, shape: Shape) -> float:
     )
     for run_id, tables in detail.items():
         for table, data in tables.items():
-            lake.write(tmp, table, env, run_id, data)
+            rows = lake.prepare(table, env, run_id, data).drop_columns(["env", "period"])
+            folder = tmp / table / f"env={env}" / f"period={lake.run_period(run_id)}"
+            folder.mkdir(parents=True, exist_ok=True)
+            pq.write_table(rows, folder / f"part-00000-{run_id}-detail.parquet")
     tmp.mkdir(parents=True, exist_ok=True)
     _publish(tmp, final)
     return time.perf_counter() - start
@@ -243,7 +241,11 @@ def ensure_units(store: Path, units: list, shape: Shape, workers: int) -> tuple[
 
 
 def assemble(store: Path, units: list, lake_dir: Path) -> int:
-    """A fresh lake of hard links to the units; the number of files."""
+    """A fresh lake of hard links to the units, each table's files then added to a new Delta
+    table's log in one commit (deltalake.convert_to_deltalake: no data file rewritten) and
+    checkpointed; the number of data files."""
+    from deltalake import DeltaTable, Field, Schema, convert_to_deltalake
+
     if lake_dir.exists():
         shutil.rmtree(lake_dir)
     lake_dir.mkdir(parents=True)
@@ -260,29 +262,56 @@ def assemble(store: Path, units: list, lake_dir: Path) -> int:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.link(source, target)
                 files += 1
+    partitions = Schema([Field("env", "string"), Field("period", "string")])
+    for table in sorted(p.name for p in lake_dir.iterdir() if p.is_dir()):
+        convert_to_deltalake(
+            str(lake_dir / table),
+            partition_by=partitions,
+            partition_strategy="hive",
+            configuration=lake.TABLE_CONFIG,
+        )
+        DeltaTable(str(lake_dir / table)).create_checkpoint()
     return files
 
 
-def land_night(lake_dir: str, index: int, shape: Shape, day: date) -> dict:
-    """Land one day's collections and nightly run of one environment through lake.write, run
-    by run as the flows do; files landed, seconds, and SLOWLOG rows per collection."""
-    start = time.perf_counter()
+def night_tables(index: int, shape: Shape, day: date) -> dict:
+    """One environment's day (its collections and nightly run) as run id -> table -> rows, and
+    its SLOWLOG figures; generated in a worker process."""
     env = sched.env_name(index)
     merged, detail = sched.day_tables(
         index, [day], shape.per_day, shape.keys, shape.max_len, frozenset([day])
     )
-    files = 0
+    runs: dict[str, dict[str, pa.Table]] = {}
     for table, data in merged.items():
         for run_id, rows in split_runs(data):
-            files += lake.write(lake_dir, table, env, run_id, rows) is not None
+            runs.setdefault(run_id, {})[table] = rows
     for run_id, tables in detail.items():
-        for table, rows in tables.items():
-            files += lake.write(lake_dir, table, env, run_id, rows) is not None
-    return {
-        "files": files,
-        "land_s": time.perf_counter() - start,
-        **slowlog_per_collection(merged, shape.per_day),
-    }
+        runs.setdefault(run_id, {}).update(tables)
+    return {"env": env, "runs": runs, **slowlog_per_collection(merged, shape.per_day)}
+
+
+def land_day(lake_dir: str, days: list[dict]) -> tuple[int, int]:
+    """Land the environments' day as the flows do: each collection of every environment as one
+    commit per table (lake.batch, as flows/collect.py), the nightly run environment by
+    environment, table by table; (tables landed, commits)."""
+    run_ids = sorted({run for d in days for run in d["runs"]})
+    landed = commits = 0
+    for run_id in run_ids:
+        per_env = [(d["env"], d["runs"][run_id]) for d in days if run_id in d["runs"]]
+        if "-c" in run_id:
+            with lake.batch(lake_dir, f"collection {run_id}") as held:
+                for env, tables in per_env:
+                    for table, rows in tables.items():
+                        landed += lake.write(lake_dir, table, env, run_id, rows) is not None
+            commits += len(held.parts)
+            continue
+        for env, tables in per_env:
+            order = sorted(tables, key=lambda t: (t == "runs", t == "steps", t))
+            for table in order:
+                written = lake.write(lake_dir, table, env, run_id, tables[table]) is not None
+                landed += written
+                commits += written
+    return landed, commits
 
 
 def slowlog_per_collection(merged: dict[str, pa.Table], per_day: int) -> dict:
@@ -355,47 +384,49 @@ def shape_check(shape: Shape) -> dict:
 
 
 def self_check(store: Path, shape: Shape, work: Path) -> dict:
-    """Land one environment's two days run by run, compact them with yardstick.storage.compaction,
-    and compare every file with what the direct writer makes of the same days."""
+    """Land one environment's two days as the flows do, compact them with
+    yardstick.storage.compaction, and compare every table's rows and files with what the
+    direct writer makes of the same days (one data file per table and month)."""
+    from deltalake import DeltaTable
+
     mark = store / ".self-check.json"
     if mark.exists():
         return {**json.loads(mark.read_text()), "cached": True}
     days = [sched.TONIGHT - timedelta(days=2), sched.TONIGHT - timedelta(days=1)]
-    period = f"{days[0]:%Y-%m}"
-    direct, landed = work / "check-direct", work / "check-landed"
-    for folder in (direct, landed):
-        shutil.rmtree(folder, ignore_errors=True)
+    landed = work / "check-landed"
+    shutil.rmtree(landed, ignore_errors=True)
     merged, _ = sched.day_tables(0, days, shape.per_day, shape.keys, shape.max_len)
     env = sched.env_name(0)
+    runs: dict[str, dict[str, pa.Table]] = {}
     for table, data in merged.items():
-        write_compacted(direct, table, env, period, data, 1, days[0])
         for run_id, rows in split_runs(data):
-            lake.write(landed, table, env, run_id, rows)
-    compaction.compact(landed)
+            runs.setdefault(run_id, {})[table] = rows
+    land_day(str(landed), [{"env": env, "runs": runs}])
+    compaction.compact(landed, vacuum_hours=0)
     problems, compared = [], 0
-    for table in merged:
-        ours = direct / table / f"env={env}" / f"period={period}"
-        theirs = landed / table / f"env={env}" / f"period={period}"
-        names_ours = sorted(os.listdir(ours))
-        names_theirs = sorted(n for n in os.listdir(theirs) if n.endswith(".parquet"))
-        if names_ours != names_theirs:
-            problems.append(f"{table}: files {names_theirs} vs {names_ours}")
-            continue
-        a, b = pq.read_table(ours / names_ours[0]), pq.read_table(theirs / names_theirs[0])
-        if not a.equals(b):
+    for table, data in merged.items():
+        files = lake.data_files(landed, table)
+        if len(files) != 1:
+            problems.append(f"{table}: {len(files)} data files after compaction, not 1")
+        ours = data.sort_by([("run_id", "ascending")]).select(file_schema(table).names)
+        theirs = DeltaTable(str(landed / table)).to_pyarrow_table()
+        theirs = theirs.select(file_schema(table).names).cast(file_schema(table))
+        theirs = theirs.sort_by([("run_id", "ascending")])
+        key = [c for c in file_schema(table).names]
+        if ours.num_rows != theirs.num_rows or sorted(
+            map(repr, ours.select(key).to_pylist())
+        ) != sorted(map(repr, theirs.select(key).to_pylist())):
             problems.append(f"{table}: rows differ")
-        if lake.read_footer(ours / names_ours[0]) != lake.read_footer(theirs / names_theirs[0]):
-            problems.append(f"{table}: footer differs")
         compared += 1
-    shutil.rmtree(direct, ignore_errors=True)
     shutil.rmtree(landed, ignore_errors=True)
     result = {
         "ok": not problems,
         "problems": problems,
         "tables_compared": compared,
         "text": (
-            f"{compared} tables of one environment's two days landed run by run and compacted "
-            "by yardstick.storage.compaction equal the direct writer's files (rows, footers)"
+            f"{compared} tables of one environment's two days landed as the flows land them and "
+            "compacted by yardstick.storage.compaction hold the direct writer's rows, one data "
+            "file per table and month"
         ),
     }
     if not problems:
@@ -407,13 +438,23 @@ def self_check(store: Path, shape: Shape, work: Path) -> dict:
 
 
 def lake_stats(lake_dir: Path) -> tuple[int, int, Counter]:
-    """Current Parquet files, bytes, and files per table."""
+    """Every file of the lake on disk (the tables' _delta_log folders included), bytes, and
+    files per table."""
     files, size, per_table = 0, 0, Counter()
-    for f in lake.current_files(lake_dir):
-        files += 1
-        size += f.path.stat().st_size
-        per_table[f.table] += 1
+    for folder, _dirs, names in os.walk(lake_dir):
+        rel = Path(folder).relative_to(lake_dir)
+        for name in names:
+            files += 1
+            size += (Path(folder) / name).stat().st_size
+            per_table[rel.parts[0] if rel.parts else name] += 1
     return files, size, per_table
+
+
+def data_files(lake_dir: Path) -> int:
+    """Data files on disk (every file outside the tables' _delta_log folders)."""
+    return sum(
+        len(names) for folder, _dirs, names in os.walk(lake_dir) if "_delta_log" not in folder
+    )
 
 
 def child_update(lake_dir: str, wh: str, full: bool, sql: str, out: str) -> None:
@@ -466,17 +507,13 @@ def night(
 ) -> dict:  # fmt: skip
     """One night as the nightly flow runs it: the day's collections and nightly run landed,
     compaction, the incremental update, retention; its figures."""
-    start = time.perf_counter()
+    data_before = data_files(lake_dir)
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         landed = list(
-            pool.map(
-                land_night,
-                [str(lake_dir)] * args.envs,
-                range(args.envs),
-                [shape] * args.envs,
-                [day] * args.envs,
-            )
+            pool.map(night_tables, range(args.envs), [shape] * args.envs, [day] * args.envs)
         )
+    start = time.perf_counter()
+    tables_landed, commits = land_day(str(lake_dir), landed)
     land_s = time.perf_counter() - start
     collections = sum(x["collections"] for x in landed)
     slowlog = {
@@ -488,25 +525,35 @@ def night(
     }
     print(
         f"{tag} {name} ({day}) landed through lake.write: {collections:,} collections + "
-        f"{args.envs} nightly runs = {sum(x['files'] for x in landed):,} files in {land_s:.1f} s; "
+        f"{args.envs} nightly runs = {tables_landed:,} tables in {commits:,} commits in "
+        f"{land_s:.1f} s; "
         f"SLOWLOG {slowlog['rows_per_collection']:.2f} rows per collection, at most "
         f"{slowlog['rows_quiet_max']} in the {slowlog['quiet_collections']:,} with nothing new",
         flush=True,
     )
-    report = compaction.compact(lake_dir)
+    # Vacuumed at once: in the nightly schedule the files a compaction replaced are deleted by
+    # the next one a day later (an hour's retention); the bench's night lasts minutes.
+    report = compaction.compact(lake_dir, vacuum_hours=0)
     after, _size, _ = lake_stats(lake_dir)
-    per_collection = (after - files_before) / max(1, collections)
+    data_after = data_files(lake_dir)
+    # Data files (the target's meaning), the log's commit files apart: a day's commits are
+    # expired by the checkpoints of the day after (delta.logRetentionDuration), which a lake
+    # assembled in one commit has not reached yet.
+    per_collection = (data_after - data_before) / max(1, collections)
+    log_per_collection = ((after - data_after) - (files_before - data_before)) / max(1, collections)
     print(
         f"{tag}     compaction: {report.wall_s:.1f} s ({report.summary()}); files "
-        f"{files_before:,} -> {after:,}: {per_collection:+.4f} per collection (the nightly "
-        "detail files are the difference until retention drops last month's)",
+        f"{files_before:,} -> {after:,}: data files {per_collection:+.4f} per collection (the "
+        "nightly detail files are the difference until retention drops last month's), log "
+        f"files {log_per_collection:+.2f} per collection (until the log retention expires them)",
         flush=True,
     )
     update = run_update(lake_dir, wh, False, sql, work)
     print(f"{tag}     incremental update: {describe(update)}", flush=True)
     out = {
         "day": day,
-        "files_landed": sum(x["files"] for x in landed),
+        "files_landed": tables_landed,
+        "commits": commits,
         "land_s": land_s,
         "slowlog": slowlog,
         "compaction_s": report.wall_s,
@@ -514,6 +561,7 @@ def night(
         "files_before": files_before,
         "files_after_compaction": after,
         "files_per_collection": per_collection,
+        "log_files_per_collection": log_per_collection,
         "update": update,
     }
     if args.retention:
@@ -539,7 +587,6 @@ def measure(days: int, args: argparse.Namespace, shape: Shape, sql: Path, work: 
     lake_dir, wh = work / f"lake-{days}", work / f"warehouse-{days}.duckdb"
     start = time.perf_counter()
     linked = assemble(store, units, lake_dir)
-    compaction.write_manifest(lake_dir)
     print(
         f"{tag} lake: {generated} units generated in {gen_s:.0f} s, {linked:,} files linked "
         f"in {time.perf_counter() - start:.1f} s",
@@ -651,6 +698,7 @@ def figures(results: dict[int, dict], days: int, trend: dict) -> dict:
         "first_vs_warm_change": first_s / warm_s - 1 if first_s and warm_s else None,
         "files_per_collection": base["first_night"]["files_per_collection"],
         "files_per_collection_warm": [n["files_per_collection"] for n in base["warm_nights"]],
+        "log_files_per_collection": base["first_night"].get("log_files_per_collection"),
         "slowlog_rows_per_collection": base["first_night"]["slowlog"]["rows_per_collection"],
         "slowlog_rows_quiet_collection": max(
             n["slowlog"]["rows_quiet_max"] for n in [base["first_night"], *base["warm_nights"]]

@@ -334,7 +334,10 @@ class Hub:
     def _collect(self, variant: str, state, call_s: float, env_site: dict[str, str]) -> Run:
         """The run's figures: its summary, the hub's phases and each site's flow run."""
         load = os.getloadavg()
-        summary = state.result(raise_on_failure=False)
+        from yardstick.flows.outcome import summary_of
+
+        # A failed run's summary travels inside its state's exception (flows/outcome.py).
+        summary = summary_of(state.result(raise_on_failure=False))
         if isinstance(summary, BaseException):
             raise RuntimeError(f"{variant} run crashed: {state.message}") from summary
         if not state.is_completed():

@@ -1,18 +1,20 @@
 """The nightly verdict's false alarms and misses, measured: synthetic series with known noise
 and known events, landed in the real lake format, judged by the real models (figure_trends,
-sql/macros/history.sql) in a real warehouse build.
+sql/macros/history.sql, the dbt vars of sql/dbt_project.yml) in a real warehouse build.
 
-    .venv/bin/python bench/verdicts.py [--replicates 4000] [--nights 40] [--seed 7]
-        [--vars '{verdict_band_sigmas: 4}' ...] [--root /work/bench-tmp] [--keep]
+    .venv/bin/python bench/verdicts.py [--replicates 400] [--nights 40] [--seed 7]
+        [--vars '{verdict_alpha: 0.002}' ...] [--root /work/bench-tmp] [--json out.json] [--keep]
 
-Defaults: about 80 s on 2 cores (the warehouse build ~70 s; 2.6 M points); peak RSS 2.5 GB
-measured at 5000 replicates; each --vars pass adds ~15 s. Small check: --replicates 10 (under 10 s).
+At 400 replicates (7,600 series, 304,000 points) the warehouse build took 107 s on a busy
+2-core VM; each --vars pass builds another warehouse from the same lake. Small check:
+--replicates 3.
 
 Each scenario is `--replicates` independent series (subject "<scenario>#<replicate>") over
 nights 0..N-1, the event (if any) at night 30:
-- steady noise: Gaussian σ = 1 %, 2 %, 5 %; Student-t (3 d.f.) scaled to σ = 2 %; uniform ± 5 %;
-- steps of 5, 10 and 20 % (pipeline_speedup falls: worse) in Gaussian σ = 1 % and 2 %, and the
-  20 % step in uniform ± 5 %;
+- steady noise: Gaussian σ = 1, 2, 3, 5 %; Student-t (3 d.f.) scaled to σ = 2 %; uniform ± 5 %;
+- steps (pipeline_speedup falls: worse) of 3 % in σ = 1 %, 5 % in σ = 1, 2, 3 %, 10 and 20 %
+  in σ = 2 %, 20 % in uniform ± 5 %, and a 5 % step whose noise grows from σ = 1 % to 3 % on the
+  same night; a slow drift of 0.5 % a night from night 30 on (σ = 1 %);
 - one outlier run (30 % worse) at night 30, σ = 2 %;
 - a profile switch at night 30 (another profile and params digest: another series; the
   figure doubles), σ = 2 %;
@@ -27,19 +29,18 @@ per run. The bench checks that figure_trends has every point and that its judged
 the value landed before counting anything.
 
 Reported: for the scenarios without a change, the false-alarm rate per judged series-night
-(nights with >= 10 comparable runs before; verdict regression, improvement or changed), the
-share of series with any alarm, the share of nights from night 10 on that were judged (neither
-'new' nor 'noisy': a 5 % change would have been seen) and those called 'noisy' and
-'unconfirmed'; for the outlier,
+(nights with >= verdict_min_baseline comparable runs before; verdict regression, improvement
+or changed), the share of series with any alarm, the share of nights that were judged
+(neither 'new' nor 'noisy') and those called 'noisy' and 'unconfirmed'; for the outlier,
 switch and upgrade, the share of series with any regression/improvement from night 30 on and
-what night 30 was called; for the steps, the false-alarm rate before the step, detection
-(verdict regression) by night 30, 31 and 32 (night 30 alone can only be 'unconfirmed': a
-regression needs two runs beyond the band), the miss rate (not detected by night 32), and
-what nights 30-32 were called. `--vars` (a YAML/JSON mapping, repeatable) re-runs
-figure_trends on the same lake with other dbt vars (verdict_band_sigmas,
-verdict_small_sample, verdict_min_baseline, verdict_min_change_share) and prints the same
-tables for each. The SQL project is copied at start (edits to sql/ during the run do not
-matter) and dbt's state lives in the work folder.
+what night 30 was called; for the steps and the drift, the false-alarm rate before the event,
+detection (verdict regression) by nights 30 to 39, and how often the change's first night
+(change_since) is night 30; then the issue's targets, met or missed. `--vars` (a YAML/JSON
+mapping, repeatable) rebuilds the warehouse from the same lake with other dbt vars
+(verdict_alpha, verdict_recent_runs, verdict_outlier_sigmas, verdict_min_alarm_share,
+verdict_min_baseline, verdict_min_change_share) and prints the same tables for each. The SQL
+project is copied at start (edits to sql/ during the run do not matter) and dbt's state lives
+in the work folder.
 """
 
 from __future__ import annotations
@@ -60,15 +61,24 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import copy_sql  # noqa: E402 - beside this file, not a package
+from _common import copy_sql, environment_record, write_json  # noqa: E402 - beside this file, not a package
 
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 EVENT_NIGHT = 30
-MIN_BASELINE = 10  # the default verdict_min_baseline: the first night judged
 SPEEDUP, RPS = "pipeline_speedup", "bench_rps"
 ALARMS = ("regression", "improvement", "changed")
 DIGESTS = {"nightly": "9f8e7d6c5b4a", "quick": "0a1b2c3d4e5f"}
 VERSIONS = ("7.2.4", "7.4.1")  # before / after the upgrade
+DETECT_NIGHTS = (30, 31, 32, 33, 35, 39)
+
+
+def project_vars() -> dict:
+    """The verdict's dbt vars in sql/dbt_project.yml: the defaults every pass starts from."""
+    import yaml
+
+    project = Path(__file__).resolve().parents[1] / "sql" / "dbt_project.yml"
+    every = yaml.safe_load(project.read_text()).get("vars") or {}
+    return {name: value for name, value in every.items() if name.startswith("verdict_")}
 
 
 @dataclass(frozen=True)
@@ -76,34 +86,48 @@ class Scenario:
     """Series of one kind: their noise, their event, the environment they live in."""
 
     name: str
-    kind: str  # steady | step | outlier | switch | upgrade | upgrade-ratio
+    kind: str  # steady | step | drift | outlier | switch | upgrade | upgrade-ratio
     noise: str  # gauss | t3 | uniform
     scale: float  # σ (gauss, t3) or half-width (uniform), as a share of the value
-    step: float = 0.0  # share the figure falls by at the event (step, outlier, upgrade)
+    step: float = 0.0  # share the figure falls by at the event (step, outlier, upgrade), or
+    # each night from the event on (drift)
     env: str = "stable"
     figure: str = SPEEDUP
     base: float = 8.0
+    scale_after: float | None = None  # the noise from the event on, when it changes too
 
     @property
     def noise_label(self) -> str:
-        """σ = 2 % / t3 σ = 2 % / ± 5 %."""
+        """σ = 2 % / t3 σ = 2 % / ± 5 % / σ = 1 % → 3 %."""
         pct = f"{self.scale * 100:g} %"
-        return {"gauss": f"σ = {pct}", "t3": f"t3, σ = {pct}", "uniform": f"± {pct}"}[self.noise]
+        label = {"gauss": f"σ = {pct}", "t3": f"t3, σ = {pct}", "uniform": f"± {pct}"}[self.noise]
+        if self.scale_after is not None:
+            label += f" → {self.scale_after * 100:g} %"
+        return label
+
+    @property
+    def change_label(self) -> str:
+        """−5 % / −0.5 %/night."""
+        per = "/night" if self.kind == "drift" else ""
+        return f"−{self.step * 100:g} %{per}"
 
 
 SCENARIOS = [
     Scenario("steady-g1", "steady", "gauss", 0.01),
     Scenario("steady-g2", "steady", "gauss", 0.02),
+    Scenario("steady-g3", "steady", "gauss", 0.03),
     Scenario("steady-g5", "steady", "gauss", 0.05),
     Scenario("steady-t3", "steady", "t3", 0.02),
     Scenario("steady-u5", "steady", "uniform", 0.05),
+    Scenario("step3-g1", "step", "gauss", 0.01, 0.03),
     Scenario("step5-g1", "step", "gauss", 0.01, 0.05),
     Scenario("step5-g2", "step", "gauss", 0.02, 0.05),
-    Scenario("step10-g1", "step", "gauss", 0.01, 0.10),
+    Scenario("step5-g3", "step", "gauss", 0.03, 0.05),
     Scenario("step10-g2", "step", "gauss", 0.02, 0.10),
-    Scenario("step20-g1", "step", "gauss", 0.01, 0.20),
     Scenario("step20-g2", "step", "gauss", 0.02, 0.20),
     Scenario("step20-u5", "step", "uniform", 0.05, 0.20),
+    Scenario("step5-g1to3", "step", "gauss", 0.01, 0.05, scale_after=0.03),
+    Scenario("drift05-g1", "drift", "gauss", 0.01, 0.005),
     Scenario("outlier30-g2", "outlier", "gauss", 0.02, 0.30),
     Scenario("switch-g2", "switch", "gauss", 0.02, env="switch"),
     Scenario(
@@ -112,6 +136,33 @@ SCENARIOS = [
     Scenario("upgrade-ratio-g2", "upgrade-ratio", "gauss", 0.02, env="upgrade"),
 ]
 ENVS = {"stable": "no change", "switch": "profile switch", "upgrade": "Redis upgrade"}
+CHANGES = ("step", "drift")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One of issue 30's numbers: a figure of a scenario against a bound."""
+
+    label: str
+    scenario: str
+    figure: str  # a key of the scenario's figures
+    bound: float
+    at_least: bool  # the figure must reach the bound (detection) or stay under it (alarms)
+
+
+TARGETS = [
+    Target("−5 % step in σ = 2 %: regression by night 32", "step5-g2", "by_32", 0.90, True),
+    Target("−3 % step in σ = 1 %: regression by night 32", "step3-g1", "by_32", 0.90, True),
+    *(
+        Target(f"{name}: false alarms per judged series-night", name, "false_alarms", 0.005, False)
+        for name in ("steady-g1", "steady-g2", "steady-g5", "steady-t3", "steady-u5")
+    ),
+    *(
+        Target(f"{name}: series with any alarm over the nights", name, "any_alarm", 0.05, False)
+        for name in ("steady-g1", "steady-g2", "steady-g5", "steady-t3", "steady-u5")
+    ),
+    Target("steady σ = 2 %: series-nights called noisy", "steady-g2", "noisy", 0.20, False),
+]
 
 
 # -- the lake --------------------------------------------------------------------------------
@@ -129,14 +180,21 @@ def noise(rng: np.random.Generator, sc: Scenario, shape: tuple[int, int]) -> np.
 def values(rng: np.random.Generator, sc: Scenario, replicates: int, nights: int) -> np.ndarray:
     """The landed values, replicates × nights."""
     level = np.full(nights, sc.base)
-    after = np.arange(nights) >= EVENT_NIGHT
+    night = np.arange(nights)
+    after = night >= EVENT_NIGHT
     if sc.kind in ("step", "upgrade"):
         level[after] *= 1 - sc.step
+    elif sc.kind == "drift":  # 0.5 % lower on night 30, 1 % on night 31, ...
+        level[after] *= 1 - sc.step * (night[after] - EVENT_NIGHT + 1)
     elif sc.kind == "outlier" and nights > EVENT_NIGHT:
         level[EVENT_NIGHT] *= 1 - sc.step
     elif sc.kind == "switch":
         level[after] *= 2.0  # another workload: the figure doubles
-    return level * (1 + noise(rng, sc, (replicates, nights)))
+    relative = noise(rng, sc, (replicates, nights))
+    if sc.scale_after is not None:
+        later = Scenario(sc.name, sc.kind, sc.noise, sc.scale_after)
+        relative[:, after] = noise(rng, later, (replicates, int(after.sum())))
+    return level * (1 + relative)
 
 
 def night_profile(env: str, night: int) -> str:
@@ -217,9 +275,16 @@ def land(lake_dir: Path, data: dict[str, np.ndarray], replicates: int, nights: i
 # -- reading the verdicts --------------------------------------------------------------------
 
 
-def read_verdicts(
-    wh: Path, data: dict[str, np.ndarray], replicates: int, nights: int
-) -> dict[str, np.ndarray]:
+@dataclass
+class Judged:
+    """One pass's verdicts per scenario (replicates × nights), and the night each change was
+    said to start (change_since, -1 where none)."""
+
+    verdicts: dict[str, np.ndarray]
+    since: dict[str, np.ndarray]
+
+
+def read_verdicts(wh: Path, data: dict[str, np.ndarray], replicates: int, nights: int) -> Judged:
     """Per scenario, replicates × nights verdicts from figure_trends, after checking that every
     landed point is there with its value as the judged value."""
     import duckdb
@@ -229,14 +294,15 @@ def read_verdicts(
         cols = con.execute(
             "select env, figure, split_part(subject, '#', 1) as name, "
             "try_cast(split_part(subject, '#', 2) as integer) as rep, "
-            "date_diff('day', ?::timestamptz, started_at) as night, judged_value, verdict "
+            "date_diff('day', ?::timestamptz, started_at) as night, judged_value, verdict, "
+            "coalesce(date_diff('day', ?::timestamptz, change_since), -1) as since "
             "from figure_trends where env in ('stable', 'switch', 'upgrade')",
-            [START],
+            [START, START],
         ).fetchnumpy()
     finally:
         con.close()
     total = len(cols["verdict"])
-    verdicts = {}
+    verdicts, since = {}, {}
     worst, seen = 0.0, 0
     for sc in SCENARIOS:
         mine = (cols["name"] == sc.name) & (cols["env"] == sc.env) & (cols["figure"] == sc.figure)
@@ -244,19 +310,21 @@ def read_verdicts(
         night = np.asarray(cols["night"][mine], dtype=np.int64)
         grid = np.full((replicates, nights), "", dtype=object)
         grid[rep, night] = np.asarray(cols["verdict"][mine], dtype=object)
+        first = np.full((replicates, nights), -1, dtype=np.int64)
+        first[rep, night] = np.asarray(cols["since"][mine], dtype=np.int64)
         expected = data[sc.name][rep, night]
         judged = np.asarray(cols["judged_value"][mine], dtype=np.float64)
         if len(rep):
             worst = max(worst, float(np.max(np.abs(judged - expected) / np.abs(expected))))
         seen += int((grid != "").sum())
-        verdicts[sc.name] = grid
+        verdicts[sc.name], since[sc.name] = grid, first
     want = len(SCENARIOS) * replicates * nights
     if seen != want or total != want or not worst <= 1e-9:
         raise SystemExit(
             f"figure_trends does not hold the landed series: {seen} of {want} points "
             f"({total} rows), worst judged-value error {worst:.2e}"
         )
-    return verdicts
+    return Judged(verdicts, since)
 
 
 # -- the figures -----------------------------------------------------------------------------
@@ -295,7 +363,43 @@ def mix(v: np.ndarray) -> str:
     return ", ".join(f"{k} {pct(c / total)}" for k, c in counts.most_common(2))
 
 
-def no_change_table(verdicts: dict[str, np.ndarray], nights: int, first: int) -> list[str]:
+def scenario_figures(judged: Judged, sc: Scenario, nights: int, first: int) -> dict:
+    """The figures of one scenario in one pass (shares, 0..1)."""
+    v = judged.verdicts[sc.name]
+    out: dict[str, float | str] = {}
+    if sc.kind == "steady":
+        window = v[:, first:]
+        out["false_alarms"] = share(is_alarm(window))
+        out["any_alarm"] = share(is_alarm(window).any(axis=1))
+    else:
+        window = v[:, first:EVENT_NIGHT]
+        out["false_alarms"] = share(is_alarm(window))  # before the event
+        out["any_alarm"] = share(is_alarm(window).any(axis=1))
+        out["alarm_from_30"] = share(is_alarm(v[:, EVENT_NIGHT:]).any(axis=1))
+        out["night_30"] = mix(v[:, EVENT_NIGHT])
+    out["judged"] = share(~np.isin(v[:, first:], ("new", "noisy")))
+    out["noisy"] = share(v[:, first:] == "noisy")
+    out["unconfirmed"] = share(v[:, first:] == "unconfirmed")
+    if sc.kind in CHANGES:
+        regression = v == "regression"
+        for night in DETECT_NIGHTS:
+            if night < nights:
+                out[f"by_{night}"] = share(regression[:, EVENT_NIGHT : night + 1].any(axis=1))
+        # The night the first regression said the change began: 30 is right.
+        said = regression[:, EVENT_NIGHT:]
+        firsts = np.where(said.any(axis=1), said.argmax(axis=1) + EVENT_NIGHT, -1)
+        began = np.array(
+            [judged.since[sc.name][r, n] if n >= 0 else -1 for r, n in enumerate(firsts)]
+        )
+        detected = firsts >= 0
+        out["since_30"] = share(began[detected] == EVENT_NIGHT) if detected.any() else 0.0
+        out["since_within_1"] = (
+            share(np.abs(began[detected] - EVENT_NIGHT) <= 1) if detected.any() else 0.0
+        )
+    return out
+
+
+def no_change_table(figures: dict[str, dict]) -> list[str]:
     """The scenarios without a real change in the series' own workload and environment."""
     out = [
         "| scenario | noise | false alarms per judged series-night | series with any alarm "
@@ -303,74 +407,83 @@ def no_change_table(verdicts: dict[str, np.ndarray], nights: int, first: int) ->
         "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for sc in SCENARIOS:
-        if sc.kind == "step":
+        if sc.kind in CHANGES:
             continue
-        v = verdicts[sc.name]
-        judged = v[:, first:]
+        f = figures[sc.name]
         if sc.kind == "steady":
-            fa = counted(is_alarm(judged))
-            anyalarm = counted(is_alarm(judged).any(axis=1))
-            night30 = "—"
+            fa, anyalarm, night30 = pct(f["false_alarms"]), pct(f["any_alarm"]), "—"
         else:
-            # From the event on: nights 30.. (the series of the switch starts again as 'new').
-            judged_before = v[:, first:EVENT_NIGHT]
-            fa = f"{counted(is_alarm(judged_before))} before 30"
-            anyalarm = f"{counted(is_alarm(v[:, EVENT_NIGHT:]).any(axis=1))} from 30 on"
-            night30 = mix(v[:, EVENT_NIGHT]) if nights > EVENT_NIGHT else "—"
-        usable = pct(share(~np.isin(v[:, first:], ("new", "noisy"))))
+            fa = f"{pct(f['false_alarms'])} before 30"
+            anyalarm = f"{pct(f['alarm_from_30'])} from 30 on"
+            night30 = f.get("night_30", "—")
         out.append(
-            f"| {sc.name} | {sc.noise_label} | {fa} | {anyalarm} | {usable} "
-            f"| {pct(share(judged == 'noisy'))} | {pct(share(judged == 'unconfirmed'))} "
-            f"| {night30} |"
+            f"| {sc.name} | {sc.noise_label} | {fa} | {anyalarm} | {pct(f['judged'])} "
+            f"| {pct(f['noisy'])} | {pct(f['unconfirmed'])} | {night30} |"
         )
-    steady = np.concatenate([verdicts[sc.name] for sc in SCENARIOS if sc.kind == "steady"])
-    early, late = steady[:, first:20], steady[:, 20:]
-    out.append(
-        f"\nSteady scenarios together, by comparable runs before: {first}–19: false alarms "
-        f"{counted(is_alarm(early))} of {early.size:,} series-nights; 20 or more: "
-        f"{counted(is_alarm(late))} of {late.size:,}."
-    )
     return out
 
 
-def step_table(verdicts: dict[str, np.ndarray], nights: int, first: int) -> list[str]:
-    """The steps: alarms before, detection after."""
+def step_table(figures: dict[str, dict], nights: int, first: int) -> list[str]:
+    """The steps and the drift: alarms before, detection after, the night said."""
+    shown = [n for n in DETECT_NIGHTS if n < nights]
     out = [
-        f"| scenario | noise | step | false alarms before (nights {first}–29) "
-        + "| detected by night 30 | by 31 | by 32 | missed (not by 32) | by 39 "
-        + "| nights 30–32: noisy | unconfirmed |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| scenario | noise | change | false alarms before (nights {first}–29) | "
+        + " | ".join(f"by night {n}" for n in shown)
+        + " | first night said = 30 (± 1) |",
+        "|---|---|---:|---:|" + "---:|" * len(shown) + "---:|",
     ]
     for sc in SCENARIOS:
-        if sc.kind != "step":
+        if sc.kind not in CHANGES:
             continue
-        v = verdicts[sc.name]
-        regression = v == "regression"
-
-        def by(night: int, regression=regression) -> float:
-            return share(regression[:, EVENT_NIGHT : night + 1].any(axis=1))
-
-        after = v[:, EVENT_NIGHT : EVENT_NIGHT + 3]
+        f = figures[sc.name]
         out.append(
-            f"| {sc.name} | {sc.noise_label} | −{sc.step * 100:g} % "
-            f"| {counted(is_alarm(v[:, first:EVENT_NIGHT]))} "
-            f"| {pct(by(30))} | {pct(by(31))} | {pct(by(32))} | {pct(1 - by(32))} "
-            f"| {pct(by(nights - 1))} "
-            f"| {pct(share(after == 'noisy'))} | {pct(share(after == 'unconfirmed'))} |"
+            f"| {sc.name} | {sc.noise_label} | {sc.change_label} | {pct(f['false_alarms'])} | "
+            + " | ".join(pct(f[f"by_{n}"]) for n in shown)
+            + f" | {pct(f['since_30'])} ({pct(f['since_within_1'])}) |"
         )
     return out
 
 
-def rebuild_trends(wh: Path, overrides: dict) -> float:
-    """Re-run figure_trends alone (full refresh: every run of the build's batch) with other
-    dbt vars; seconds."""
-    from yardstick.storage import dbt
+def target_rows(figures: dict[str, dict]) -> list[dict]:
+    """Each target with the measured figure and whether it is met."""
+    rows = []
+    for t in TARGETS:
+        value = float(figures[t.scenario][t.figure])
+        met = value >= t.bound if t.at_least else value <= t.bound
+        rows.append({"target": t.label, "bound": t.bound, "at_least": t.at_least,
+                     "measured": value, "met": met})  # fmt: skip
+    return rows
+
+
+def target_table(rows: list[dict]) -> list[str]:
+    """The targets, met or missed."""
+    out = ["| target | bound | measured | |", "|---|---:|---:|---|"]
+    for r in rows:
+        bound = f"{'≥' if r['at_least'] else '≤'} {pct(r['bound'])}"
+        met = "met" if r["met"] else "MISSED"
+        out.append(f"| {r['target']} | {bound} | {pct(r['measured'])} | {met} |")
+    return out
+
+
+def rebuild_with(work: Path, sql: Path, overrides: dict, number: int) -> tuple[Path, float]:
+    """Another warehouse built from the same lake by a copy of the SQL project whose
+    dbt_project.yml sets `overrides` (a build loads the lake in batches: re-running one model
+    would see only the last); its path and seconds."""
+    import yaml
+
+    from yardstick.storage import dbt, warehouse
 
     start = time.perf_counter()
-    dbt.run(
-        wh, ["run", "--full-refresh", "--select", "figure_trends", "--vars", json.dumps(overrides)]
-    )
-    return time.perf_counter() - start
+    project = work / f"sql-{number}"
+    shutil.rmtree(project, ignore_errors=True)
+    shutil.copytree(sql, project)
+    settings = yaml.safe_load((project / "dbt_project.yml").read_text())
+    settings["vars"] = {**(settings.get("vars") or {}), **overrides}
+    (project / "dbt_project.yml").write_text(yaml.safe_dump(settings, sort_keys=False))
+    dbt.project_dir = lambda: project
+    wh = work / f"verdicts-{number}.duckdb"
+    warehouse.build(work / "lake", wh)
+    return wh, time.perf_counter() - start
 
 
 def parse_vars(text: str) -> dict:
@@ -386,7 +499,7 @@ def parse_vars(text: str) -> dict:
 def main() -> None:
     """Land the series, build the warehouse, read the verdicts, print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicates", type=int, default=4000, help="series per scenario")
+    parser.add_argument("--replicates", type=int, default=400, help="series per scenario")
     parser.add_argument("--nights", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
@@ -397,6 +510,7 @@ def main() -> None:
         help="dbt vars for another pass over the same lake (repeatable)",
     )
     parser.add_argument("--root", type=Path, default=Path("/work/bench-tmp"))
+    parser.add_argument("--json", type=Path, help="write the figures of every pass here")
     parser.add_argument("--keep", action="store_true", help="keep the lake and warehouse")
     args = parser.parse_args()
     if args.nights <= EVENT_NIGHT + 2:
@@ -412,6 +526,10 @@ def main() -> None:
 
     sql = copy_sql(work)
     dbt.project_dir = lambda: sql  # the copy taken at the bench's start
+    defaults = project_vars()
+    record: dict = {"bench": "verdicts", "argv": sys.argv[1:], "environment": environment_record(),
+                    "replicates": args.replicates, "nights": args.nights, "seed": args.seed,
+                    "defaults": defaults, "passes": []}  # fmt: skip
     try:
         rng = np.random.default_rng(args.seed)
         data = {sc.name: values(rng, sc, args.replicates, args.nights) for sc in SCENARIOS}
@@ -423,38 +541,49 @@ def main() -> None:
         warehouse.build(work / "lake", wh)
         build_s = time.perf_counter() - t0
         series = len(SCENARIOS) * args.replicates
+        record.update(points=series * args.nights, land_s=land_s, build_s=build_s)
         print(
             f"{len(SCENARIOS)} scenarios × {args.replicates} series × {args.nights} nights "
             f"= {series * args.nights:,} points in {len(ENVS)} environments "
             f"({files} lake files, landed in {land_s:.1f} s); warehouse build {build_s:.1f} s"
         )
         passes: list[tuple[dict, float]] = [({}, 0.0), *((v, -1.0) for v in args.vars)]
-        for overrides, seconds in passes:
+        for number, (overrides, seconds) in enumerate(passes):
             if overrides:
-                seconds = rebuild_trends(wh, overrides)
-            verdicts = read_verdicts(wh, data, args.replicates, args.nights)
-            label = json.dumps(overrides) if overrides else "defaults"
-            timing = f" (figure_trends re-run {seconds:.1f} s)" if overrides else ""
+                wh, seconds = rebuild_with(work, sql, overrides, number)
+            judged = read_verdicts(wh, data, args.replicates, args.nights)
+            label = json.dumps(overrides) if overrides else f"defaults {json.dumps(defaults)}"
+            timing = f" (warehouse rebuilt in {seconds:.1f} s)" if overrides else ""
             print(f"\n### dbt vars: {label}{timing}\n")
-            first = int(overrides.get("verdict_min_baseline", MIN_BASELINE))
-            print("\n".join(no_change_table(verdicts, args.nights, first)))
+            first = int({**defaults, **overrides}["verdict_min_baseline"])
+            figures = {
+                sc.name: scenario_figures(judged, sc, args.nights, first) for sc in SCENARIOS
+            }
+            targets = target_rows(figures)
+            print("\n".join(no_change_table(figures)))
             print()
-            print("\n".join(step_table(verdicts, args.nights, first)))
+            print("\n".join(step_table(figures, args.nights, first)))
+            print()
+            print("\n".join(target_table(targets)))
             totals = defaultdict(int)
-            for v in verdicts.values():
+            for v in judged.verdicts.values():
                 for k, c in Counter(v.ravel().tolist()).items():
                     totals[k] += c
             print(
                 "\nverdicts of every point: "
                 + ", ".join(f"{k} {c:,}" for k, c in sorted(totals.items(), key=lambda kv: -kv[1]))
             )
+            record["passes"].append({"vars": overrides, "seconds": seconds, "figures": figures,
+                                     "targets": targets, "verdicts": dict(totals)})  # fmt: skip
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+    record["wall_s"] = time.perf_counter() - wall
+    if args.json:
+        write_json(args.json, record)
     cmd = shlex.join(["bench/verdicts.py", *sys.argv[1:]])
     print(
-        f"\n{cmd}: wall time {time.perf_counter() - wall:.1f} s "
-        f"on {os.cpu_count()} cores; seed {args.seed}"
+        f"\n{cmd}: wall time {record['wall_s']:.1f} s on {os.cpu_count()} cores; seed {args.seed}"
     )
 
 

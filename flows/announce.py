@@ -49,7 +49,9 @@ def verdict_events(warehouse_path: str, run_id: str | None = None) -> list[dict]
         for summary in summaries:
             moved = con.execute(
                 "select figure, subject, verdict, nature, unit, value, baseline_median,"
-                " change_share, noise_share, first_night from report_changes"
+                " change_share, noise_share, first_night, recent_n, reference_n,"
+                " noise_sigma_share, change_score, p_value, single_p_value, change_since,"
+                " evidence from report_changes"
                 " where env = ? and run_id = ? and verdict in"
                 " ('regression', 'improvement', 'changed', 'unconfirmed')",
                 [summary["env"], summary["run_id"]],
@@ -79,9 +81,21 @@ def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
             "change_pct": round(share * 100, 2) if share is not None else None,
             "noise_band_pct": round(band * 100, 2) if band is not None else None,
             "new_tonight": bool(first),
+            # The evidence: how many runs the change rests on, against how many, the noise,
+            # the test's score and p-value (this run's alone when unconfirmed), since when.
+            "runs": recent_n,
+            "reference_runs": reference_n,
+            "noise_sigma_pct": round(sigma * 100, 2) if sigma is not None else None,
+            "score": round(score, 2) if score is not None else None,
+            "p_value": single_p if verdict == "unconfirmed" else p_value,
+            "since": since.isoformat() if since is not None else None,
+            "evidence": evidence,
         }
-        for figure, subject, verdict, nature, unit, value, baseline, share, band, first in moved
-    ]
+        for (
+            figure, subject, verdict, nature, unit, value, baseline, share, band, first,
+            recent_n, reference_n, sigma, score, p_value, single_p, since, evidence,
+        ) in moved
+    ]  # fmt: skip
     return {
         "event": EVENTS.get(summary["verdict"], "yardstick.verdict"),
         "resource": {
@@ -124,7 +138,7 @@ def message(payload: dict) -> tuple[str, str]:
         subject_part = f" [{f['subject']}]" if f["subject"] else ""
         lines.append(
             f"- {f['verdict']}: {f['figure']}{subject_part} {f['change_pct']:+.1f} %"
-            f" (noise band ± {f['noise_band_pct']:.1f} %)"
+            + (f": {f['evidence']}" if f.get("evidence") else "")
         )
     lines += [f"- crashed run {c['run_id']}: {c['why']}" for c in payload["crashed_runs"]]
     return subject, "\n".join(lines)

@@ -102,10 +102,14 @@ def run_family(
     timeout_s = family_timeout_s(family.name, env, profile)
     try:
         with tracking_progress() as progress, interrupt.bounded(family.name, timeout_s):
-            run = family.run_plain if plain else family.run
-            measured = run(env, profile, context)
+            if plain:
+                measured = family.run_plain(env, profile, context)
+            else:
+                measured = _named_task_run(family, env, profile, context)
         for table, data in measured.tables.items():
             lake.write(lake_dir, table, env.name, run_id, data)
+        # Not a steps column: record_run takes it off into the outcome (what a collection says).
+        step["landed_rows"] = {table: data.num_rows for table, data in measured.tables.items()}
         # Cells or repetitions left out to stay within the bound: partial, and says which.
         done = [progress.summary()] if progress.partial else []
         status = "failed" if measured.problems else ("partial" if done else "ok")
@@ -135,6 +139,17 @@ def run_family(
             step["unreachable"] = reason
     step.update(finished_at=utc_now(), duration_s=time.perf_counter() - step_start)
     return step
+
+
+def task_run_label(name: str, env_name: str) -> str:
+    """A task run's name that says its environment, in the terminal and the UI:
+    `throughput[scratch-a]` (Prefect's own names, `throughput-d1a`, say none)."""
+    return f"{name}[{env_name}]"
+
+
+def _named_task_run(family: Family, env: Environment, profile: Profile, context: RunContext):
+    """Run the family's task as a task run named for its environment."""
+    return family.run(env, profile, context, task_run_label(family.task.name, env.name))
 
 
 def land_finished(
@@ -239,6 +254,10 @@ def record_run(
         status = "interrupted"
         failed += [s for s in steps if s["status"] == "interrupted"][:1]
     error = "; ".join(f"{s['family']}: {s['reason']}" for s in failed)
+    landed_rows: dict[str, int] = {}
+    for s in steps:
+        for table, rows in s.pop("landed_rows", {}).items():
+            landed_rows[table] = landed_rows.get(table, 0) + rows
     duration_s = time.perf_counter() - start
     run_row = {
         "profile": profile.name,
@@ -276,4 +295,5 @@ def record_run(
         duration_s=duration_s,
         window_s=sum(s["window_s"] for s in steps),
         error=error or None,
+        landed_rows=landed_rows,
     )

@@ -17,8 +17,9 @@ from prefect.utilities.annotations import quote
 
 from yardstick import interrupt
 from yardstick.flows.announce import announce_verdicts
-from yardstick.flows.landing import run_logger
-from yardstick.flows.outcome import EnvOutcome, RunSummary
+from yardstick.flows.artifacts import for_artifact
+from yardstick.flows.landing import run_logger, task_run_label
+from yardstick.flows.outcome import EnvOutcome, RunEnded, RunSummary
 from yardstick.flows.plan import families_for, host_group_label, host_groups
 from yardstick.flows.sites import (
     SITE_TIMEOUT_S,
@@ -99,7 +100,10 @@ def measure_environments(
         # Environments on one host run one after another: a measurement perturbs the next.
         previous: PrefectFuture | None = None
         for env in group:
-            previous = measure_environment.submit(
+            named = measure_environment.with_options(
+                task_run_name=_label_of(env.name)  # a callable: braces stay literal
+            )
+            previous = named.submit(
                 # quote(): Prefect need not walk the profile looking for futures (a model
                 # field named `keys` would make it mistake the model for a dict).
                 env,
@@ -125,6 +129,12 @@ def measure_environments(
         for future in futures:
             future.wait(timeout=STOP_GRACE_S)
         raise
+
+
+def _label_of(env_name: str):
+    """The measure-environment task run's name for one environment, as Prefect calls it."""
+    label = task_run_label("measure-environment", env_name)
+    return lambda: label
 
 
 @task(name="compact-lake", cache_policy=NO_CACHE)
@@ -200,14 +210,14 @@ def publish(reports: dict[str, str], out_dir: str, warehouse_path: str, run_id: 
     """Show the reports, the comparison and what moved in Prefect's UI as artifacts."""
     for env, path in reports.items():
         create_markdown_artifact(
-            markdown=Path(path).read_text(),
+            markdown=for_artifact(Path(path).read_text(), Path(path).parent),
             key=_artifact_key(env),
             description=f"redis-yardstick report for {env} ({run_id})",
         )
     comparison = Path(out_dir) / "comparison.md"
     if comparison.exists():
         create_markdown_artifact(
-            markdown=comparison.read_text(),
+            markdown=for_artifact(comparison.read_text(), comparison.parent),
             key="yardstick-comparison",
             description=f"environments side by side on ratios ({run_id})",
         )
@@ -294,7 +304,8 @@ def nightly(
         """The run stopped by the operator at `where`, for its caller."""
         part = summary()
         part.stopped = where
-        return Cancelled(message=f"{interrupt.stop_reason()}: {message}", data=part)
+        said = f"{interrupt.stop_reason()}: {message}"
+        return Cancelled(message=said, data=RunEnded(said, part))
 
     if interrupt.STOP.is_set():
         # Stopped by the operator: servers restored and the interruption landed; the
@@ -326,7 +337,9 @@ def nightly(
         message = "; ".join(
             ([f"environments not fully measured: {names}"] if names else []) + problems
         )
-        return Failed(message=message, data=finished)
+        # Failed with its message (the UI's state message) and the summary inside the
+        # exception Prefect expects of a failed state's data.
+        return Failed(message=message, data=RunEnded(message, finished))
     return finished
 
 

@@ -15,6 +15,8 @@ class EnvOutcome(BaseModel):
     window_s: float
     error: str | None = None
     report: str | None = None
+    # Rows landed per lake table by its families (runs and steps not counted).
+    landed_rows: dict[str, int] = {}
     # The servers the environment is made of, each measured on its own (flows/units.py).
     members: list[EnvOutcome] = []
 
@@ -43,3 +45,26 @@ class RunSummary(BaseModel):
     def failed(self) -> list[EnvOutcome]:
         """Environments that did not complete every family they should have."""
         return [o for o in self.outcomes if o.status != "ok"]
+
+
+class RunEnded(Exception):  # noqa: N818 (a run's ending, not an error of the code)
+    """A run that ended Failed or Cancelled, with its summary: Prefect turns a failed or
+    cancelled state's data into an exception (a summary there made its engine log a
+    TypeError traceback), so the summary travels inside one. It reads as the summary
+    (`ended.outcomes`), so callers of `state.result(raise_on_failure=False)` need no change."""
+
+    def __init__(self, message: str, summary: BaseModel | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+    def __getattr__(self, name: str):
+        # Only for names an exception lacks; never during unpickling (no summary yet).
+        if name.startswith("__") or name == "summary":
+            raise AttributeError(name)
+        return getattr(self.summary, name)
+
+
+def summary_of(result: object) -> object:
+    """A flow's summary from `state.result(raise_on_failure=False)`, whether it ended
+    Completed, Failed or Cancelled (any other exception is returned as it is)."""
+    return result.summary if isinstance(result, RunEnded) else result

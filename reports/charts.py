@@ -4,9 +4,10 @@ the client round-trip distribution and the throughput matrix of the reported run
 from __future__ import annotations
 
 import glob
+import math
 import os
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -19,9 +20,15 @@ matplotlib.use("Agg")
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402 - after the backend is chosen
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import EngFormatter, FuncFormatter  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    EngFormatter,
+    FuncFormatter,
+    LogLocator,
+    NullFormatter,
+)
 
 from yardstick.reports.changepoints import series_change_points  # noqa: E402
+from yardstick.reports.labels import short_description, unit_label  # noqa: E402
 
 # Figures with one series per subject (benchmark cells): more lines than this are unreadable.
 MAX_SUBJECTS = 4
@@ -117,6 +124,9 @@ def _verdict_chart(con: duckdb.DuckDBPyConnection, run: dict, row: dict) -> Figu
     locator = AutoDateLocator(maxticks=8)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    if points and len({p[0] for p in points}) == 1:
+        # One run so far: a day around it, or the date locator finds no interval to tick.
+        ax.set_xlim(points[0][0] - timedelta(hours=12), points[0][0] + timedelta(hours=12))
     latest_series = points[-1][3] if points else None
     for series in dict.fromkeys(p[3] for p in points):
         mine = [p for p in points if p[3] == series]
@@ -160,10 +170,14 @@ def _verdict_chart(con: duckdb.DuckDBPyConnection, run: dict, row: dict) -> Figu
             label=f"tonight: {row['verdict']}",
         )
     share = row.get("change_share")
-    title = f"{figure}{f' [{subject}]' if subject else ''} on {env} ({row.get('unit') or ''})"
+    described, unit = _catalog(con).get(figure, (figure, row.get("unit") or ""))
+    title = f"{described}{f' [{subject}]' if subject else ''} on {env}"
     if share is not None:
         title += f": {share * 100:+.1f} % against the baseline"
     ax.set_title(title, loc="left", fontsize=9)
+    # The identifier stays in the SVG (the panel's id), the title is for people.
+    ax.set_gid(f"figure-{figure}")
+    _value_axis(ax, unit)
     ax.grid(True, axis="y", alpha=0.3)
     handles, _labels = ax.get_legend_handles_labels()
     handles += [
@@ -197,6 +211,40 @@ def _save(figure: Figure, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     figure.savefig(tmp, format="svg", metadata=_METADATA)
     os.replace(tmp, path)
+
+
+def _catalog(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str]]:
+    """figure -> (short description, unit) from the figure catalog: what titles and axes say."""
+    return {
+        figure: (short_description(description, figure), unit or "")
+        for figure, description, unit in con.execute(
+            "select figure, description, unit from figure_catalog"
+        ).fetchall()
+    }
+
+
+# Labelled ticks in each decade, by how many decades the data spans: as many as fit 8 inches
+# at 9 pt, so labels cannot run together as every minor tick's did (5000600070008000900).
+_LOG_SUBS = ((0.7, tuple(range(1, 10))), (1.5, (1, 2, 3, 5, 7)), (3.0, (1, 2, 5)))
+
+
+def _log_axis(axis, formatter, low: float, high: float) -> None:
+    """A readable log axis: major ticks labelled, as dense as the span allows; minor ticks
+    drawn but never labelled."""
+    decades = math.log10(high / low) if low > 0 and high > low else 1.0
+    subs = next((subs for most, subs in _LOG_SUBS if decades <= most), (1,))
+    axis.set_major_locator(LogLocator(base=10, subs=[float(s) for s in subs]))
+    axis.set_major_formatter(formatter)
+    axis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _value_axis(ax, unit: str) -> None:
+    """Label a value axis with its catalog unit; shares read as percent on the ticks."""
+    if unit == "share":
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value * 100:.4g} %"))
+    else:
+        ax.set_ylabel(unit_label(unit))
 
 
 def trend_figures(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -258,6 +306,7 @@ def _trend_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
         ).fetchall()
     ]
     panels = list(dict.fromkeys(figure for figure, _, _ in series))
+    catalog = _catalog(con)
     fig = _figure(1.9 * len(panels) + 1.0, top_in=0.75, bottom_in=0.45)
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     locator = AutoDateLocator(maxticks=8)
@@ -290,7 +339,14 @@ def _trend_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
             for point in series_change_points(con, env, figure, subject):
                 if point.started_at <= until:
                     ax.axvline(point.started_at, color="tab:red", linestyle="--", linewidth=1.2)
-        ax.set_title(f"{panel} ({in_panel[0][2]})", loc="left", fontsize=9)
+        described, unit = catalog.get(panel, (panel, in_panel[0][2]))
+        ax.set_title(
+            f"{described} ({unit_label(unit)})" if unit_label(unit) else described,
+            loc="left",
+            fontsize=9,
+        )
+        ax.set_gid(f"figure-{panel}")
+        _value_axis(ax, unit)
         for at, _version in changed:
             ax.axvline(at, color="0.45", linestyle=":", linewidth=1.4)
         for at in switched:
@@ -362,24 +418,29 @@ def _rtt_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | None:
     ax.set_xscale("log")
     # Plain µs on the ticks (60, 100), not powers of ten.
     plain = FuncFormatter(lambda value, _pos: f"{value:g}")
-    ax.xaxis.set_major_formatter(plain)
-    ax.xaxis.set_minor_formatter(plain)
-    ax.tick_params(axis="x", which="minor", labelsize=7)
+    _log_axis(ax.xaxis, plain, buckets[0][0], buckets[-1][1])
+    catalog = _catalog(con)
     for figure, label, color in lines:
         value, unit = quantiles.get(figure, (None, None))
         if value is not None:
+            described = catalog.get(figure, (label, unit))[0]
             ax.axvline(
                 value,
                 color=color,
                 linestyle="--",
                 linewidth=1.2,
-                label=f"{label} {value:.1f} {unit}",
+                label=f"{described}: {value:.1f} {unit}",
             )
-    ax.set_xlabel("client round trip (µs, log scale)")
-    ax.set_ylabel("PINGs")
-    ax.set_title(f"{run['env']}, run {run['run_id']}", loc="left", fontsize=9)
+    unit = catalog.get("rtt_client_p50_us", ("", "µs"))[1]
+    ax.set_xlabel(f"PING round trip seen by the client ({unit}, log scale)")
+    ax.set_ylabel("PINGs in the bucket")
+    ax.set_title(
+        f"Every PING round trip of this run, windows pooled ({run['env']}, run {run['run_id']})",
+        loc="left",
+        fontsize=9,
+    )
     if quantiles:
-        ax.legend(frameon=False)
+        ax.legend(fontsize=7, framealpha=0.85, loc="upper left")
     return fig
 
 
@@ -424,8 +485,11 @@ def _throughput_chart(con: duckdb.DuckDBPyConnection, run: dict) -> Figure | Non
         )
     ax.margins(x=0.12)  # room for the numbers right of the longest bar
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(EngFormatter(sep=" "))
-    ax.set_xlabel("requests per second (median of repetitions, log scale); hatched: noisy")
+    _log_axis(ax.xaxis, EngFormatter(sep=" "), min(c[2] for c in cells), max(c[3] for c in cells))
+    described, unit = _catalog(con).get("bench_rps", ("requests per second", "req/s"))
+    ax.set_xlabel(
+        f"{unit}: median of the repetitions, bar from min to max (log scale); hatched: noisy"
+    )
     ax.tick_params(axis="y", labelsize=7)
-    ax.set_title(f"{run['env']}, run {run['run_id']}", loc="left", fontsize=9)
+    ax.set_title(f"{described} ({run['env']}, run {run['run_id']})", loc="left", fontsize=9)
     return fig

@@ -11,13 +11,18 @@ import duckdb
 from jinja2 import Environment as Jinja
 from jinja2 import PackageLoader, StrictUndefined
 
-from yardstick.reports.charts import MOVED, render_charts, render_verdict_charts
+from yardstick.reports.charts import MOVED, render_charts, render_verdict_charts, trend_figures
+from yardstick.reports.labels import short_description, unit_label
 from yardstick.storage.warehouse import connect_read_only
 
 NATURE_LABEL = {
     "absolute": "absolute (this machine only)",
     "ratio": "ratio (transfers)",
 }
+
+# The absolutes the index shows beside each environment (index.md.j2); with the catalog's key
+# ratios (its trend_chart column, the trend chart's panels) they head an environment's report.
+HEADLINE_ABSOLUTES = ("rtt_client_p50_us", "server_ping_usec_per_call")
 
 
 def fmt(value: Any, unit: str | None = None) -> str:
@@ -70,6 +75,9 @@ def _jinja() -> Jinja:
     env.filters["quantity"] = quantity
     env.filters["measured_by"] = measured_by
     env.filters["nature"] = lambda nature: NATURE_LABEL.get(nature, nature)
+    env.filters["unit_label"] = unit_label
+    # A figures row's catalog description, as a table cell names the figure.
+    env.filters["described"] = lambda row: short_description(row.get("description"), row["figure"])
     return env
 
 
@@ -101,6 +109,39 @@ def figure_catalog(con: duckdb.DuckDBPyConnection) -> dict[str, dict]:
     """figure -> its catalog row (unit, nature, better, ...; sql/seeds/figure_catalog.csv),
     for a template that names a figure whether or not this run measured it."""
     return {row["figure"]: row for row in _rows(con, "select * from figure_catalog")}
+
+
+def headline_figures(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The figures an environment's report opens with, in order: HEADLINE_ABSOLUTES, then the
+    catalog's key ratios."""
+    return [*HEADLINE_ABSOLUTES, *(f for f in trend_figures(con) if f not in HEADLINE_ABSOLUTES)]
+
+
+def headline_rows(figures: list[dict], names: list[str], across: str = "subjects") -> list[dict]:
+    """One row per headline figure this run measured: its description, unit and nature, and
+    its value, or the lowest and highest of its subjects (benchmark cells, or a cluster's
+    servers: `across` says which) when it has several."""
+    rows = []
+    for name in names:
+        mine = [f for f in figures if f["figure"] == name]
+        if not mine:
+            continue
+        by_value = sorted(mine, key=lambda f: f["value"])
+        first = mine[0]
+        rows.append(
+            {
+                "figure": name,
+                "description": short_description(first["description"], name),
+                "unit": first["unit"],
+                "nature": first["nature"],
+                "low": by_value[0],
+                "high": by_value[-1],
+                "subjects": len(mine),
+                "across": across,
+                "noisy": sum(1 for f in mine if f["noisy"]),
+            }
+        )
+    return rows
 
 
 def _latest_runs(con: duckdb.DuckDBPyConnection, run_id: str | None) -> list[dict]:
@@ -140,6 +181,7 @@ def environment_context(con: duckdb.DuckDBPyConnection, run: dict) -> dict:
         "by_name": {f["figure"]: f for f in figures},
         # (figure, subject) -> figure: a replica's or a shard's figure, named by its subject.
         "by_subject": {(f["figure"], f["subject"]): f for f in figures},
+        "headline": headline_rows(figures, headline_figures(con)),
         "tables": tables,
         "verdict": verdict_context(con, run, tables.get("changes", [])),
         "catalog": figure_catalog(con),
@@ -215,6 +257,7 @@ def render_reports(
                 row["chart"] = up + chart if chart else chart
         comparison = comparison_context(con)
         catalog = figure_catalog(con)
+        headline = headline_figures(con)
     finally:
         con.close()
     # The configured environments get a report each and a line in the index; the servers
@@ -223,6 +266,15 @@ def render_reports(
     configured = [c for c in contexts if not c["member_of"]]
     for context in configured:
         context["members"] = [c for c in contexts if c["member_of"] == context["run"]["env"]]
+        if context["members"] and not context["headline"]:
+            # A cluster measures round trips on its servers, not on itself: their range heads
+            # its report, each value named by its server (as the index does for p50).
+            pooled = [
+                {**f, "subject": " ".join(filter(None, (m["run"]["env"], f["subject"])))}
+                for m in context["members"]
+                for f in m["by_subject"].values()
+            ]
+            context["headline"] = headline_rows(pooled, headline, across="servers")
     written: dict[str, Path] = {}
     template = jinja.get_template("environment.md.j2")
     sections = section_templates(jinja)
@@ -251,16 +303,28 @@ def comparison_context(con: duckdb.DuckDBPyConnection) -> dict:
     figures = _rows(
         con, "select * from comparison order by position, figure, subject, pair_group, env"
     )
+    catalog = figure_catalog(con)
     pivot: dict[str, dict[tuple[str, str], dict]] = {"ratio": {}, "absolute": {}}
     for figure in figures:
         key = (figure["figure"], figure["subject"])
-        row = pivot[figure["nature"]].setdefault(
-            key, {"figure": key[0], "subject": key[1], "unit": figure["unit"], "by_env": {}}
-        )
-        row["by_env"][figure["env"]] = figure
+        rows = pivot[figure["nature"]]
+        if key not in rows:
+            described = catalog.get(key[0], {}).get("description")
+            rows[key] = {
+                "figure": key[0],
+                "subject": key[1],
+                "unit": figure["unit"],
+                "description": short_description(described, key[0]),
+                # A figure's description is written on its first subject's row only.
+                "first": not any(name == key[0] for name, _ in rows),
+                "by_env": {},
+            }
+        rows[key]["by_env"][figure["env"]] = figure
+    reasons = [f["not_transferable_because"] for f in figures if f["nature"] == "absolute"]
     return {
         "environments": environments,
         "verdicts": {v["env"]: v for v in _rows(con, "select * from verdicts")},
         "ratios": list(pivot["ratio"].values()),
         "absolutes": list(pivot["absolute"].values()),
+        "reasons": [r for r in dict.fromkeys(reasons) if r],
     }

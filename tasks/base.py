@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping
@@ -16,8 +17,11 @@ from pydantic import BaseModel
 
 from yardstick import interrupt
 from yardstick.access.environment import Environment
+from yardstick.host.familyload import LoadSampler
 from yardstick.host.tools import find_tool, search_tool
 
+# The lake table of the host's load sampled through each family (yardstick/host/familyload.py).
+FAMILY_LOAD = "family_load"
 # Every timestamp column of the lake: microseconds, UTC.
 UTC_TS = pa.timestamp("us", tz="UTC")
 # One command's INFO commandstats counters, as every table of them ends.
@@ -57,6 +61,9 @@ class Progress:
     done: int = 0
     # (what, why) of each planned unit not started: ("c50 P16 3B", "would not finish ...").
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    # (what, why) of each unit started but not counted as finished (a round whose benchmark
+    # was killed): its rows may land, its figures leave it out, the step is partial.
+    dropped: list[tuple[str, str]] = field(default_factory=list)
     # Builds a Measured of every finished unit; called after the family's own cleanup ran
     # (its `finally` blocks), so what they close (a SLOWLOG span) is closed by then.
     snapshot: Callable[[], Measured] | None = None
@@ -64,6 +71,7 @@ class Progress:
     def plan(self, planned: int, unit: str) -> None:
         """Start (or, on a retry, start again): `planned` units of `unit` to come."""
         self.unit, self.planned, self.done, self.skipped, self.snapshot = unit, planned, 0, [], None
+        self.dropped = []
 
     def finished(self, snapshot: Callable[[], Measured], units: int = 1) -> None:
         """`units` more finished; `snapshot` builds the Measured of all finished so far."""
@@ -74,6 +82,12 @@ class Progress:
         """A planned unit not started, and why."""
         self.skipped.append((what, why))
 
+    def drop(self, what: str, why: str, snapshot: Callable[[], Measured]) -> None:
+        """A unit that ran but is not counted as finished, and why; `snapshot` builds the
+        Measured of what landed so far (its rows included)."""
+        self.dropped.append((what, why))
+        self.snapshot = snapshot
+
     @property
     def partial(self) -> bool:
         """Whether fewer units finished than were planned."""
@@ -82,15 +96,23 @@ class Progress:
     def summary(self) -> str:
         """'12 of 16 cells', then what was skipped and why (the step's reason says it)."""
         text = f"{self.done} of {self.planned} {self.unit}"
+        for verb, units in (("skipped", self.skipped), ("dropped", self.dropped)):
+            text += self._counted(verb, units)
+        return text
+
+    @staticmethod
+    def _counted(verb: str, units: list[tuple[str, str]]) -> str:
+        """'; skipped 2 (a, b): why' for each reason units were left out for."""
+        text = ""
         by_why: dict[str, list[str]] = {}
-        for what, why in self.skipped:
+        for what, why in units:
             by_why.setdefault(why, []).append(what)
         for why, whats in by_why.items():
             # The same unit skipped in several repetitions is named once, with its count.
             counted = {what: whats.count(what) for what in dict.fromkeys(whats)}
             named = [f"{what} ×{n}" if n > 1 else what for what, n in counted.items()]
             shown = ", ".join(named[:6]) + (f" and {len(named) - 6} more" if len(named) > 6 else "")
-            text += f"; skipped {len(whats)} ({shown}): {why}"
+            text += f"; {verb} {len(whats)} ({shown}): {why}"
         return text
 
 
@@ -113,6 +135,13 @@ def tracking_progress() -> Iterator[Progress]:
         yield tracked
     finally:
         _progress.reset(token)
+
+
+def _with_load(snapshot: Callable[[], Measured], sampler: LoadSampler) -> Measured:
+    """A stopped family's snapshot, with the load sampled while it ran."""
+    measured = snapshot()
+    measured.tables[FAMILY_LOAD] = sampler.table()
+    return measured
 
 
 class Skipped(Exception):
@@ -253,9 +282,27 @@ class Family:
     # figures derived from them (yardstick/storage/retention.py).
     detail_tables: tuple[str, ...] = ()
 
-    def run(self, env: Environment, profile: Any, context: RunContext) -> Measured:
-        """Measure `env` as a Prefect task run."""
-        return self.task(*self.arguments(env, profile, context))
+    def run(
+        self, env: Environment, profile: Any, context: RunContext, label: str | None = None
+    ) -> Measured:
+        """Measure `env` as a Prefect task run (named `label`), the host's load sampled
+        through it: every family of a run lands its `family_load` rows this way."""
+        task = self.task
+        if label is not None:
+            # A callable, not a template: Prefect would format an environment name's braces.
+            task = task.with_options(task_run_name=lambda: label)
+        sampler = LoadSampler(self.name, env.on_server_host)
+        try:
+            with sampler:
+                measured = task(*self.arguments(env, profile, context))
+        except (interrupt.Interrupted, interrupt.FamilyTimeout):
+            # What a stopped family finished lands from its snapshot: with the load too.
+            tracked = _progress.get()
+            if tracked is not None and tracked.snapshot is not None:
+                tracked.snapshot = functools.partial(_with_load, tracked.snapshot, sampler)
+            raise
+        measured.tables[FAMILY_LOAD] = sampler.table()
+        return measured
 
     def run_plain(self, env: Environment, profile: Any, context: RunContext) -> Measured:
         """Measure `env` by calling the task's function directly (no task run), retried as

@@ -15,7 +15,7 @@ from prefect.cache_policies import NO_CACHE
 import yardstick
 from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment
-from yardstick.access.info import parse_info
+from yardstick.access.info import parse_info, parse_modules
 from yardstick.host.tools import tool_facts
 from yardstick.tasks.base import Family, Measured, unit_kind
 
@@ -161,8 +161,8 @@ def topology_facts(env: Environment) -> dict[str, str]:
 
 @task(name="fingerprint", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
 def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -> Measured:
-    """Record INFO sections, the server product and its version, CONFIG GET values, prober
-    host facts, the wrapped tools and transport."""
+    """Record INFO sections, the server product and its version, its modules, CONFIG GET
+    values, prober host facts, the wrapped tools and transport."""
     rows: list[dict] = []
 
     def add(section: str, values: dict[str, str]) -> None:
@@ -175,6 +175,10 @@ def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -
                 add(name or section, values)
                 if (name or section) == "server":
                     add("product", server_product(values))
+        # One row per loaded module, its name and ver (INFO modules repeats the key
+        # `module`, so parse_info would keep only the last): a module's keys are a type of
+        # their own in the key-space scan, and a module is part of what was measured.
+        add("modules", parse_modules(client.info("modules")))
         add("config", _config_values(client))
     finally:
         client.close()

@@ -117,6 +117,7 @@ def transport(
                 progress.skip("round", interrupt.wont_fit())
                 continue
             round_start = time.perf_counter()
+            failed: list[str] = []
             for side, env in (("direct", direct), ("forwarded", forwarded)):
                 row = {
                     "round": round_idx,
@@ -136,10 +137,18 @@ def transport(
                     bench = run_cell(tool, env, cell_profile, cell, credentials)[0]
                     row["rps"] = bench.get("rps") if bench["status"] == "ok" else None
                     row["error"] = bench["error"]
+                    if bench["status"] != "ok":
+                        failed.append(f"{side}: {bench['error']}")
                 rows.append(row)
             longest_s = max(longest_s or 0.0, time.perf_counter() - round_start)
             window_s = time.perf_counter() - start
-            progress.finished(functools.partial(finished, len(rows), window_s))
+            snapshot = functools.partial(finished, len(rows), window_s)
+            if failed:
+                # Its PINGs land, but the throughput ratio has no pair: the round is counted
+                # as dropped (the step partial, "2 of 3 rounds"), never silently left out.
+                progress.drop(f"round {round_idx + 1}", "; ".join(failed), snapshot)
+            else:
+                progress.finished(snapshot)
 
     if scratch:
         # Both sides are one server: one per-run user serves both, and both write into its

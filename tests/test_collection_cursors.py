@@ -12,7 +12,6 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import redis
 from conftest import with_debug
@@ -21,7 +20,7 @@ from yardstick.flows.collect import collect_context, collect_environments, colle
 from yardstick.flows.landing import run_family
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import SlowlogProfile
-from yardstick.storage import compaction, cursors, lake, lakefs, warehouse
+from yardstick.storage import compaction, cursors, lake, warehouse
 from yardstick.storage.schemas import file_schema, to_table
 from yardstick.tasks import slowlog
 from yardstick.tasks.slowlog import collect_slowlog
@@ -82,8 +81,8 @@ def whole_collect(env: Environment, lake_dir: Path, run_id: str) -> None:
 
 def rows_of(lake_dir: Path, table: str, run_id: str, env: str = "s") -> list[dict]:
     """The rows one run landed in `table` (none: no file)."""
-    path = lake.file_path(lake_dir, table, env, run_id)
-    return pq.read_table(path).to_pylist() if path.exists() else []
+    data = lake.read(lake_dir, table, [env], {run_id})
+    return data.drop_columns(["env", "period"]).to_pylist()
 
 
 def gaps(path: Path, env: str = "s") -> list[tuple]:
@@ -277,10 +276,10 @@ def land_old_format(lake_dir: Path, table: str, env: str, run_id: str, rows: lis
     schema = file_schema(table)
     old = pa.schema([f for f in schema if f.name not in CURSOR_COLUMNS])
     rows = [{"run_id": run_id, "schema_version": 1, **r} for r in rows]
-    data = lake.stamp(pa.Table.from_pylist(rows, schema=old), table)
-    path = lake.file_path(lake_dir, table, env, run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(data, path)
+    data = pa.Table.from_pylist(rows, schema=old)
+    data = data.append_column("env", pa.array([env] * data.num_rows, pa.string()))
+    data = data.append_column("period", pa.array([lake.run_period(run_id)] * data.num_rows))
+    lake.append(lake_dir, table, data, "a landing of an older version")
 
 
 @pytest.mark.server_agnostic
@@ -379,7 +378,7 @@ def test_cursor_read_from_landed_and_compacted_files(where, request, tmp_path):
             lake.write(lake_dir, "runs", "e", run_id, to_table("runs", [run]))
         return run_id
 
-    first = collection(0, 9, None)
+    collection(0, 9, None)
     second = collection(1, 12, 9)
     collection(2, 20, 12, complete=False)  # killed before its runs row
     later = collection(4, 30, 12)  # started after the collecting run below
@@ -393,9 +392,9 @@ def test_cursor_read_from_landed_and_compacted_files(where, request, tmp_path):
         assert landed.latency_at == {("srv-a", "command"): t0 + timedelta(seconds=seconds)}
 
     expect(cursors.read_landed(lake_dir, "e", before), second, 12, 1)
-    # Compacted: the runs and the rows are read from the compacted files' footers and rows.
+    # Compacted: the runs and the rows are read from the month's one data file.
     compaction.compact(lake_dir, min_files=2)
-    assert not lakefs.exists(lake.file_path(lakefs.lake_root(lake_dir), "runs", "e", first))
+    assert len(lake.data_files(lake_dir, "runs", ["e"])) == 1
     expect(cursors.read_landed(lake_dir, "e", before), second, 12, 1)
     expect(cursors.read_landed(lake_dir, "e", "20261129T103000Z-000009"), later, 30, 4)
     # An empty queue keeps its cursor; a newer landed file wins over the compacted one.

@@ -10,9 +10,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
 from yardstick.storage import compaction, lake
 from yardstick.storage.schemas import to_table
@@ -39,15 +38,19 @@ def _land(lake_dir: Path, env: str, when: datetime) -> str:
 
 
 def _rows(lake_dir: Path) -> dict[str, list[tuple]]:
-    """Every current row per table, sorted (what any reader following the rule sees)."""
+    """Every row of each table's current version, sorted (what any Delta reader sees)."""
     found: dict[str, list[tuple]] = {}
-    for f in lake.current_files(lake_dir):
-        data = pq.read_table(f.path)
-        keys = [c for c in data.column_names if c != "schema_version"]
-        found.setdefault(f.table, []).extend(
-            (f.env, *row.values()) for row in data.select(keys).to_pylist()
+    for table in lake.tables_present(lake_dir):
+        data = DeltaTable(str(lake_dir / table)).to_pyarrow_table()
+        keys = ["env", *(c for c in data.column_names if c not in ("schema_version", "env"))]
+        found[table] = sorted(
+            (tuple(row.values()) for row in data.select(keys).to_pylist()), key=repr
         )
-    return {table: sorted(rows, key=repr) for table, rows in found.items()}
+    return found
+
+
+def _data_files_on_disk(lake_dir: Path) -> list[Path]:
+    return [p for p in lake_dir.rglob("*.parquet") if "_delta_log" not in p.parts]
 
 
 @pytest.fixture
@@ -60,25 +63,26 @@ def small_lake(tmp_path: Path) -> Path:
     return lake_dir
 
 
-def test_empty_tables_land_no_file(small_lake: Path):
+def test_empty_tables_land_nothing(small_lake: Path):
     assert not (small_lake / "slowlog_entries").exists()
 
 
 def test_one_file_per_table_environment_and_month(small_lake: Path):
     before = _rows(small_lake)
     assert len(lake.current_files(small_lake)) == 2 * 12 * 3
-    report = compaction.compact(small_lake)
+    report = compaction.compact(small_lake, vacuum_hours=0)
     files = lake.current_files(small_lake)
     # 3 tables x 2 environments x 2 months, every one compacted.
     assert len(files) == 12
-    assert {f.kind for f in files} == {"compacted"}
     assert report.files_in == 72 and report.files_out == 12
     assert _rows(small_lake) == before
-    # Nothing else is left on disk: replaced files were deleted.
-    assert len(list(small_lake.rglob("*.parquet"))) == 12
+    # Nothing else is left on disk: vacuum deleted the replaced files.
+    assert len(_data_files_on_disk(small_lake)) == 12
     # Idempotent: a second pass has nothing to merge.
     again = compaction.compact(small_lake)
     assert again.files_in == 0 and _rows(small_lake) == before
+    # The log was checkpointed: a reader starts from the checkpoint, not from every commit.
+    assert list((small_lake / "runs" / "_delta_log").glob("*.checkpoint.parquet"))
 
 
 def test_new_landings_merge_into_the_month_file(small_lake: Path):
@@ -86,94 +90,116 @@ def test_new_landings_merge_into_the_month_file(small_lake: Path):
     late = _land(small_lake, "a", START + timedelta(days=10))
     before = _rows(small_lake)
     compaction.compact(small_lake)
-    folder = small_lake / "runs" / "env=a" / f"period={lake.run_period(late)}"
-    assert [p.name for p in folder.glob("*.parquet")] == ["compacted-g000002.parquet"]
+    month = [
+        f for f in lake.data_files(small_lake, "runs", ["a"]) if f.period == lake.run_period(late)
+    ]
+    assert len(month) == 1 and month[0].max_run == late
     assert _rows(small_lake) == before
 
 
-def test_legacy_day_folders_move_into_periods(tmp_path: Path):
+def test_a_lake_of_the_earlier_format_is_migrated_by_the_first_compaction(tmp_path: Path):
+    import legacy_lake
+
     lake_dir = tmp_path / "lake"
-    run_id = _land(lake_dir, "a", START)
+    write, lake.write = lake.write, legacy_lake.write
+    try:
+        run_id = _land(lake_dir, "a", START)
+        later = _land(lake_dir, "a", START + timedelta(days=1))
+    finally:
+        lake.write = write
+    # A day folder, from before periods existed.
     legacy = lake_dir / "runs" / "env=a" / "date=2026-10-28"
     legacy.mkdir(parents=True)
-    (lake.file_path(lake_dir, "runs", "a", run_id)).rename(legacy / f"{run_id}.parquet")
-    before = _rows(lake_dir)
-    compaction.compact(lake_dir)
+    legacy_lake.file_path(lake_dir, "runs", "a", run_id).rename(legacy / f"{run_id}.parquet")
+    report = compaction.compact(lake_dir)
+    assert report.migrated and "migrated" in report.summary()
     assert not legacy.exists()
-    assert _rows(lake_dir) == before
+    assert lake.complete_runs(lake_dir) == {("a", run_id), ("a", later)}
+    assert not [p for p in lake_dir.rglob("*.parquet") if p.name.startswith("2026")]
 
 
 KILL = """
-import os, sys
+import sys
 from pathlib import Path
-from yardstick.storage import compaction, lake
-where = sys.argv[2]
-if where == "before-commit":
-    lake.os.link = lambda *a, **k: os._exit(9)  # dies with the merged file still temporary
-else:
-    calls = []
-    def die(members):
-        calls.append(1)
-        if len(calls) == 2:  # the first partition finished, the second committed: die
-            os._exit(9)
-        original(members)
-    original = compaction._delete_inputs
-    compaction._delete_inputs = die
-compaction.compact(Path(sys.argv[1]))
+from yardstick.storage import compaction
+print("ready", flush=True)
+while True:
+    compaction.compact(Path(sys.argv[1]), min_files=1)
 """
 
 
-@pytest.mark.parametrize("where", ["before-commit", "after-commit"])
-def test_compaction_killed_halfway_loses_and_doubles_nothing(small_lake: Path, where: str):
+def test_compaction_killed_at_any_instant_loses_and_doubles_nothing(small_lake: Path):
+    import random
+    import signal
+
     before = _rows(small_lake)
-    killed = subprocess.run([sys.executable, "-c", KILL, str(small_lake), where], check=False)
-    assert killed.returncode == 9
-    # Right after the kill, a reader following the rule sees every row exactly once.
-    assert _rows(small_lake) == before
-    temps = list(small_lake.rglob(".*.tmp-*"))
-    if where == "before-commit":
-        # The half-written merge is a hidden temporary file: make it look an hour old.
-        assert temps
-        for tmp in temps:
-            os.utime(tmp, (time.time() - 2 * compaction.STALE_TMP_S,) * 2)
-    report = compaction.compact(small_lake)
+    rng = random.Random(11)
+    for _ in range(4):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", KILL, str(small_lake)], stdout=subprocess.PIPE, text=True
+        )
+        proc.stdout.readline()
+        time.sleep(rng.uniform(0.0, 1.5))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        # Right after the kill, a Delta reader sees every row exactly once.
+        assert _rows(small_lake) == before
+    report = compaction.compact(small_lake, vacuum_hours=0)
     assert _rows(small_lake) == before
     assert len(lake.current_files(small_lake)) == 12
-    # The next compaction removes what the killed one left, and says so.
-    assert report.leftovers_removed
-    assert "interrupted" in report.summary()
-    assert not list(small_lake.rglob(".*.tmp-*"))
-    assert len(list(small_lake.rglob("*.parquet"))) == 12
+    # Files a killed compaction wrote before its commit are orphans: vacuum deletes them.
+    assert len(_data_files_on_disk(small_lake)) == 12, report.summary()
 
 
-def test_a_collection_landing_during_compaction_is_kept(small_lake: Path, monkeypatch):
-    landed: list[str] = []
-    read_table = pq.read_table
+LANDER = """
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from test_compaction import START, _land
+for i in range(int(sys.argv[3])):
+    print(_land(Path(sys.argv[1]), "a", START + timedelta(hours=1, minutes=i)), flush=True)
+"""
 
-    def read_and_land(path, *args, **kwargs):
-        """Land a new collection while the first partition is being merged."""
-        if not landed:
-            landed.append(_land(small_lake, "a", START + timedelta(hours=1)))
-        return read_table(path, *args, **kwargs)
 
-    monkeypatch.setattr(compaction.pq, "read_table", read_and_land)
+def test_collections_landing_during_compaction_are_kept(small_lake: Path):
     before = _rows(small_lake)
-    compaction.compact(small_lake)
-    monkeypatch.undo()
+    lander = subprocess.Popen(
+        [sys.executable, "-c", LANDER, str(small_lake), str(Path(__file__).parent), "6"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    for _ in range(3):
+        compaction.compact(small_lake, min_files=1)
+    out, _ = lander.communicate(timeout=120)
+    landed = out.split()
+    assert lander.returncode == 0 and len(landed) == 6
     after = _rows(small_lake)
     run_ids = {row[1] for row in after["runs"]}
-    assert landed[0] in run_ids
-    # Every earlier row is still there exactly once, plus the new run's rows.
+    assert set(landed) <= run_ids
+    # Every earlier row is still there exactly once, plus the new runs' rows.
     for table, rows in before.items():
-        assert [r for r in after[table] if r[1] != landed[0]] == rows
+        assert [r for r in after[table] if r[1] not in landed] == rows
     compaction.compact(small_lake)
     assert _rows(small_lake) == after
 
 
-def test_schema_metadata_names_runs_and_replaced_files(small_lake: Path):
-    compaction.compact(small_lake)
-    f = next(x for x in lake.current_files(small_lake, ["runs"]) if x.env == "a")
-    runs, replaces = lake.read_footer(f.path)
-    assert list(runs) == sorted(runs) and len(runs) == len(set(runs)) > 0
-    assert all(name.startswith("env=a/period=") for name in replaces)
-    assert pa.types.is_string(pq.read_schema(f.path).field("run_id").type)
+def test_yardstick_lake_migrate_converts_once_and_says_so(tmp_path: Path):
+    import legacy_lake
+    from typer.testing import CliRunner
+
+    from yardstick.app import cli
+
+    lake_dir = tmp_path / "lake"
+    write, lake.write = lake.write, legacy_lake.write
+    try:
+        run_id = _land(lake_dir, "a", START)
+    finally:
+        lake.write = write
+    runner = CliRunner()
+    first = runner.invoke(cli.app, ["lake", "migrate", "--lake", str(lake_dir)])
+    assert first.exit_code == 0, first.output
+    assert "migrated 3 tables" in first.output and "counted" in first.output
+    assert lake.complete_runs(lake_dir) == {("a", run_id)}
+    again = runner.invoke(cli.app, ["lake", "migrate", "--lake", str(lake_dir)])
+    assert again.exit_code == 0 and "nothing to migrate" in again.output

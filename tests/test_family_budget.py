@@ -15,13 +15,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import redis
+from conftest import needs_tool
 from prefect import flow, task
 from prefect.utilities.annotations import quote
 
 from yardstick import interrupt
 from yardstick.flows.landing import record_run, run_family
 from yardstick.flows.nightly import measure_environment, render, update_warehouse
-from yardstick.host.tools import find_tool
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import PROFILES, Profile
 from yardstick.storage import lake
@@ -36,9 +36,7 @@ pytestmark = [
     pytest.mark.server_agnostic,
     pytest.mark.usefixtures("prefect_server"),
 ]
-needs_benchmark = pytest.mark.skipif(
-    find_tool("redis-benchmark") is None, reason="redis-benchmark not installed"
-)
+needs_benchmark = needs_tool("redis-benchmark")
 
 # 200 cells of 5,000 single-client SETs each: at least ~0.1 s a cell on any loopback (one
 # round trip each), so 20 s or more in all, far past the bounds below; the first cell starts

@@ -270,3 +270,35 @@ def test_the_fixed_lake_covers_every_family_it_lands(observed):
         assert prefix in prefixes, prefix
     verdicts = {row[4] for row in observed["changes"]}
     assert {"regression", "environment changed", "steady"} <= verdicts, verdicts
+
+
+def test_a_lake_of_the_earlier_format_migrated_gives_the_same_figures(observed, tmp_path):
+    """The fixed lake landed in the format before Delta Lake (some partitions compacted, one
+    compaction killed before deleting its inputs), migrated, gives the stored figures."""
+    import legacy_lake
+
+    from yardstick.storage import lake, migrate
+
+    old = tmp_path / "lake"
+    write, lakes.lake.write = lakes.lake.write, legacy_lake.write
+    try:
+        _land_lake(old)
+    finally:
+        lakes.lake.write = write
+    assert not list(old.glob("*/_delta_log"))
+    for i, folder in enumerate(sorted(old.glob("runs/env=*/period=*"))):
+        env, period = folder.parent.name[4:], folder.name[7:]
+        legacy_lake.compact_partition(old, "runs", env, period, keep_inputs=i == 0)
+    assert migrate.needed(old)
+    report = migrate.migrate(old)
+    assert report.tables["runs"] and not migrate.needed(old)
+    assert not list(old.rglob("compacted-g*.parquet"))
+    assert "runs" in lake.tables_present(old)
+    con = warehouse.connect_read_only(warehouse.build(old, tmp_path / "w.duckdb"))
+    try:
+        migrated = _observed(con)
+    finally:
+        con.close()
+    assert migrated == observed
+    # Run again (as the first compaction would): nothing left to do, nothing doubled.
+    assert migrate.migrate(old).tables == {}

@@ -6,7 +6,9 @@ crashed run, an upgrade) and is built once: each dbt build costs seconds."""
 
 from __future__ import annotations
 
+import math
 import random
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -85,6 +87,17 @@ def verdicts_over_time(con, env: str, figure: str, subject: str) -> list[str]:
     ]
 
 
+ALARMS = ("regression", "improvement", "changed")
+
+
+def project_vars() -> dict:
+    """The verdict's dbt vars as sql/dbt_project.yml sets them."""
+    import yaml
+
+    project = Path(__file__).parents[1] / "sql" / "dbt_project.yml"
+    return yaml.safe_load(project.read_text())["vars"]
+
+
 SPEEDUP = "pipeline_speedup", "set c1 3B"
 RPS = "bench_rps", "set c1 P1 3B"
 
@@ -116,8 +129,14 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
         land("outlier", day, within(14.0 if day == 20 else 10.0, 0.01, rng), 1e5)
         # One run 40 % off, tonight: one run is no alarm yet.
         land("outlier-tonight", day, within(14.0 if day == 29 else 10.0, 0.01, rng), 1e5)
+    for day in range(33):
+        # A 5 % step on night 30 in σ = 2 % Gaussian noise; the nights around it carry
+        # ordinary noise (within one σ), so the test speaks of the rule, not of the draw.
+        after, around = day >= 30, day >= 27
+        wobble = max(-0.02, min(0.02, rng.gauss(0, 0.02))) if around else rng.gauss(0, 0.02)
+        land("step5", day, (9.5 if after else 10.0) * (1 + wobble), 1e5)
     for day in range(40):
-        land("noise", day, within(10, 0.05, rng), within(1e5, 0.05, rng))  # ± 5 %
+        land("noise", day, within(10, 0.10, rng), within(1e5, 0.10, rng))  # ± 10 %
         land("quiet", day, noisy(10, 0.01, rng), noisy(1e5, 0.01, rng))  # σ 1 %
     # Four quick runs, then a nightly run: another workload, twice the speedup.
     for day in range(4):
@@ -162,13 +181,46 @@ def test_a_20_percent_step_in_5_percent_noise_is_a_regression_once_confirmed(con
     assert -0.3 < share < -0.1 and 0 < band < abs(share) and first
 
 
+def test_a_5_percent_step_in_2_percent_noise_is_a_regression_by_the_third_night(con, history):
+    """The last three runs together see what no single run can: 2.5 σ three times."""
+    over_time = verdicts_over_time(con, "step5", *SPEEDUP)
+    assert len(over_time) == 33
+    assert not set(ALARMS) & set(over_time[:30]), over_time
+    assert over_time[32] == "regression", over_time[28:]
+    row = con.execute(
+        "select change_share, recent_n, reference_n, noise_sigma_share, p_value, change_score,"
+        " change_since, first_night, evidence from report_changes"
+        " where env = 'step5' and figure = ? and subject = ?",
+        list(SPEEDUP),
+    ).fetchone()
+    share, recent_n, reference_n, sigma, p_value, score, since, first, evidence = row
+    alpha = project_vars()["verdict_alpha"]
+    assert -0.07 < share < -0.03 and recent_n == 3 and reference_n == 30
+    assert 0.01 < sigma < 0.03 and p_value <= alpha and score < -3
+    started = con.execute(
+        "select started_at from figure_trends where run_id = ? and figure = ? and subject = ?",
+        [history[1]["step5"][30], *SPEEDUP],
+    ).fetchone()[0]
+    assert since == started  # the change holds since the step's night
+    # "new tonight" the night it was first said (this one, or the night before), not after.
+    said = con.execute(
+        "select first_night from figure_trends where env = 'step5' and figure = ?"
+        " and subject = ? and verdict = 'regression' order by started_at",
+        list(SPEEDUP),
+    ).fetchall()
+    assert [r[0] for r in said] == [True] + [False] * (len(said) - 1)
+    assert first == (len(said) == 1)
+    assert f"since {started:%Y-%m-%d}" in evidence and "p = " in evidence
+
+
 def test_noise_raises_no_alarm_and_says_when_it_hides_5_percent(con):
     for env in ("noise", "quiet"):
         for series in (SPEEDUP, RPS):
             over_time = verdicts_over_time(con, env, *series)
             assert len(over_time) == 40
             assert not {"regression", "improvement", "changed"} & set(over_time), (env, series)
-    # ± 5 % noise: a 5 % change would hide in it, and the verdict says so with its band.
+    # ± 10 % noise: a 5 % change would hide in it even over a week of runs, and the verdict
+    # says so with its band.
     assert verdict(con, "noise", *SPEEDUP) == "noisy"
     assert (
         con.execute(
@@ -177,6 +229,13 @@ def test_noise_raises_no_alarm_and_says_when_it_hides_5_percent(con):
         ).fetchone()[0]
         > 0.05
     )
+    # The smallest change it could see, in numbers and in words.
+    visible, evidence = con.execute(
+        "select visible_change_share, evidence from report_changes"
+        " where env = 'noise' and figure = ? and subject = ?",
+        list(SPEEDUP),
+    ).fetchone()
+    assert visible > 0.05 and f"changes under {math.ceil(visible * 100)} %" in evidence
     assert verdict(con, "quiet", *SPEEDUP) == "steady"
     judged, noisy, figures = con.execute(
         "select judged, noisy, figures from verdicts where env = 'quiet'"
@@ -281,9 +340,11 @@ def test_comparison_report_holds_every_environment(tmp_path):
     build(tmp_path).close()
     render_reports(tmp_path / "w.duckdb", tmp_path / "out")
     text = (tmp_path / "out" / "comparison.md").read_text()
-    header = next(line for line in text.splitlines() if line.startswith("| figure | subject |"))
+    header = next(
+        line for line in text.splitlines() if line.startswith("| figure | name | unit | subject |")
+    )
     # Pairs sit together: a, then its forwarded twin, then b.
-    assert header.split("|")[3:6] == [" a ", " a-fwd ", " b "]
+    assert header.split("|")[5:8] == [" a ", " a-fwd ", " b "]
     assert "## Ratios (transfer)" in text and "## Absolutes" in text
     assert "`pipeline_speedup`" in text.split("## Absolutes")[0]
     assert "`bench_rps`" in text.split("## Absolutes")[1]
@@ -335,6 +396,31 @@ def test_changes_speak_only_of_the_latest_run(tmp_path):
     con = build(tmp_path)
     assert con.execute("select count(*) from changes").fetchone()[0] == 0
     assert con.execute("select verdict from verdicts").fetchone()[0] == "not judged"
+
+
+def test_the_verdict_sentence_follows_the_dbt_vars(history, tmp_path):
+    """'new' and 'noisy' are said with the settings that made them: the verdicts view re-run
+    with other vars on a copy of the history's warehouse changes the report's first line."""
+    import json
+
+    from yardstick.storage import dbt
+
+    defaults = project_vars()
+    copy = tmp_path / "w.duckdb"
+    shutil.copy(history[0] / "w.duckdb", copy)
+    render_reports(copy, tmp_path / "before")
+    first_line = (tmp_path / "before" / "quiet.md").read_text()
+    assert f"without {defaults['verdict_min_baseline']} comparable runs yet" in first_line
+    assert f"too noisy to see a {defaults['verdict_min_change_share'] * 100:g} % change" in (
+        first_line
+    )
+    other = {"verdict_min_baseline": 7, "verdict_min_change_share": 0.08}
+    assert other["verdict_min_baseline"] != defaults["verdict_min_baseline"]
+    dbt.run(copy, ["run", "--select", "verdicts", "--vars", json.dumps(other)])
+    render_reports(copy, tmp_path / "after")
+    first_line = (tmp_path / "after" / "quiet.md").read_text()
+    assert "without 7 comparable runs yet" in first_line
+    assert "too noisy to see a 8 % change" in first_line
 
 
 @pytest.mark.server_agnostic  # the Prefect server only: no Redis server is read

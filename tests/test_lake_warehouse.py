@@ -5,12 +5,10 @@ from __future__ import annotations
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
 
 import duckdb
 import lakes
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from yardstick.host.embedded import RedisProcess
@@ -81,21 +79,52 @@ def test_two_rebuilds_from_the_same_lake_give_identical_figures(lake_copy, tmp_p
     assert _files(tmp_path) == ["lake", "one.duckdb", "two.duckdb"]
 
 
-def test_every_lake_file_carries_run_id_and_schema_version(measured_lake):
-    files = sorted(measured_lake.glob("*/env=*/period=*/*.parquet"))
-    assert {f.parts[-4] for f in files} >= {"runs", "steps", "fingerprint", "ping_windows"}
-    for f in files:
-        table = f.parts[-4]
-        data = pq.read_table(f)
-        assert data.schema.metadata[b"yardstick.schema_version"] == str(SCHEMA_VERSION).encode()
-        assert data.schema.metadata[b"yardstick.table"] == table.encode()
-        assert set(data.column("run_id").to_pylist()) <= {f.stem}
+def test_every_lake_table_is_a_delta_table_partitioned_by_env_and_period(measured_lake):
+    from deltalake import DeltaTable
+
+    tables = {p.name for p in measured_lake.iterdir() if (p / "_delta_log").is_dir()}
+    assert tables >= {"runs", "steps", "fingerprint", "ping_windows"}
+    for table in tables:
+        dt = DeltaTable(str(measured_lake / table))
+        assert dt.metadata().partition_columns == ["env", "period"]
+        data = dt.to_pyarrow_table()
         assert data.column_names[:2] == ["run_id", "schema_version"]
-        assert f == lake.file_path(measured_lake, table, ENV, f.stem)
+        assert set(data["schema_version"].to_pylist()) == {SCHEMA_VERSION}
+        assert set(data["env"].to_pylist()) == {ENV}
+        assert {lake.run_period(r) for r in data["run_id"].to_pylist()} == set(
+            data["period"].to_pylist()
+        )
+        # The log stays small: checkpoints, not a commit per row.
+        assert dt.metadata().configuration["delta.checkpointInterval"] == "50"
 
 
-def test_an_older_file_lacking_a_column_loads_with_that_column_null(lake_copy, tmp_path):
-    # A runs file from before `host_group` and `tool_version` existed, written by hand.
+def _old_runs_table(lake_dir: Path, run_id: str, columns: list, values: dict) -> None:
+    """A runs table as an older version of the tool wrote it (fewer columns), by hand."""
+    from deltalake import write_deltalake
+
+    row = {f.name: values.get(f.name) for f in columns}
+    schema = pa.schema(
+        [("run_id", pa.string()), ("schema_version", pa.int16()), *columns]
+        + [("env", pa.string()), ("period", pa.string())]
+    )
+    old = pa.Table.from_pylist(
+        [
+            {
+                "run_id": run_id,
+                "schema_version": 0,
+                **row,
+                "env": "legacy",
+                "period": lake.run_period(run_id),
+            }
+        ],
+        schema=schema,
+    )
+    write_deltalake(str(lake_dir / "runs"), old, partition_by=["env", "period"], mode="append")
+
+
+def test_an_older_table_lacking_a_column_loads_with_that_column_null(tmp_path, measured_lake):
+    # A runs table from before `host_group` and `tool_version` existed, then today's runs.
+    lake_dir = tmp_path / "lake"
     old_run = "20250102T030405Z-0ld0ld"
     columns = [f for f in TABLES["runs"] if f.name not in ("host_group", "tool_version")]
     started = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -110,40 +139,28 @@ def test_an_older_file_lacking_a_column_loads_with_that_column_null(lake_copy, t
         "url": "redis://127.0.0.1:6379/0",
         "prober_on_host": True,
     }
-    row = {f.name: values.get(f.name) for f in columns}
-    old = pa.Table.from_pylist(
-        [{"run_id": old_run, "schema_version": 0, **row}],
-        schema=pa.schema([("run_id", pa.string()), ("schema_version", pa.int16()), *columns]),
-    )
-    path = lake.file_path(lake_copy, "runs", "legacy", old_run)
-    path.parent.mkdir(parents=True)
-    pq.write_table(old, path)
+    _old_runs_table(lake_dir, old_run, columns, values)
+    for table in lake.tables_present(measured_lake):
+        lake.append(lake_dir, table, lake.read(measured_lake, table), "copy")
 
-    con = duckdb.connect(str(warehouse.build(lake_copy, tmp_path / "w.duckdb")), read_only=True)
+    con = duckdb.connect(str(warehouse.build(lake_dir, tmp_path / "w.duckdb")), read_only=True)
     rows = con.execute(
         "select env, run_id, schema_version, status, duration_s, host_group, tool_version"
         " from stg_runs order by started_at"
     ).fetchall()
     assert rows[0] == ("legacy", old_run, 0, "ok", 9.5, None, None)
-    # Files of the current schema keep their values for the same columns.
+    # Rows of the current schema keep their values for the same columns.
     assert all(r[0] == ENV and r[5] == "localhost" and r[6] == "test" for r in rows[1:])
     assert len(rows) == 3
     con.close()
 
 
-def test_a_lake_of_only_old_files_still_builds(tmp_path):
+def test_a_lake_of_only_old_rows_still_builds(tmp_path):
     old_run = "20250102T030405Z-0ld0ld"
-    data = pa.table(
-        {
-            "run_id": [old_run],
-            "schema_version": pa.array([0], pa.int16()),
-            "status": ["failed"],
-            "error": ["ConnectionError: refused"],
-        }
+    columns = [pa.field("status", pa.string()), pa.field("error", pa.string())]
+    _old_runs_table(
+        tmp_path / "lake", old_run, columns, {"status": "failed", "error": "ConnectionError"}
     )
-    path = lake.file_path(tmp_path / "lake", "runs", "legacy", old_run)
-    path.parent.mkdir(parents=True)
-    pq.write_table(data, path)
     con = duckdb.connect(str(warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")))
     assert con.execute("select env, status, profile, mode from stg_runs").fetchall() == [
         ("legacy", "failed", None, None)
@@ -155,54 +172,81 @@ def _steps_table(family: str = "x") -> pa.Table:
     return to_table("steps", [{"family": family, "status": "ok", "duration_s": 1.0}])
 
 
-def test_the_lake_never_overwrites_and_leaves_no_temporary_file(tmp_path):
+def test_the_lake_never_lands_a_run_twice(tmp_path):
     run_id = lake.new_run_id()
-    path = lake.write(tmp_path, "steps", "e", run_id, _steps_table("first"))
-    before = path.read_bytes()
+    lake.write(tmp_path, "steps", "e", run_id, _steps_table("first"))
     with pytest.raises(lake.LakeConflict, match="never overwrites"):
         lake.write(tmp_path, "steps", "e", run_id, _steps_table("second"))
-    assert path.read_bytes() == before
-    assert _files(path.parent) == [path.name]
-    # Another environment or another run is another file.
+    assert lake.read(tmp_path, "steps")["family"].to_pylist() == ["first"]
+    # Another environment or another run lands beside it.
     lake.write(tmp_path, "steps", "f", run_id, _steps_table())
     lake.write(tmp_path, "steps", "e", lake.new_run_id(), _steps_table())
-    assert len(list(tmp_path.glob("steps/env=*/period=*/*.parquet"))) == 3
+    assert lake.read(tmp_path, "steps").num_rows == 3
 
 
-def test_a_file_appearing_during_the_write_is_not_overwritten(tmp_path, monkeypatch):
-    run_id = lake.new_run_id()
-    final = lake.file_path(tmp_path, "steps", "e", run_id)
-
-    def write_then_lose_the_race(data, where, **kwargs):
-        pq.write_table(data, where, **kwargs)
-        final.write_bytes(b"another writer's file")  # lands between the check and the link
-
-    monkeypatch.setattr(lake, "pq", SimpleNamespace(write_table=write_then_lose_the_race))
-    with pytest.raises(lake.LakeConflict):
-        lake.write(tmp_path, "steps", "e", run_id, _steps_table())
-    assert final.read_bytes() == b"another writer's file"
-    assert _files(final.parent) == [final.name]
+APPENDER = """
+import sys
+from yardstick.storage import lake
+from yardstick.storage.schemas import to_table
+lake_dir, env, n, rows = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+steps = to_table("steps", [{"family": f"f{i}", "status": "ok"} for i in range(rows)])
+print("ready", flush=True)
+for _ in range(n):
+    lake.write(lake_dir, "steps", env, lake.new_run_id(), steps)
+"""
 
 
-def test_a_crash_while_writing_leaves_no_half_file(tmp_path, monkeypatch):
-    run_id = lake.new_run_id()
+def _appenders(lake_dir: str, envs: list[str], n: int, rows: int = 3) -> list:
+    import subprocess
+    import sys
 
-    def crash(data, where, **kwargs):
-        Path(where).write_bytes(b"PAR1 half a file")
-        raise OSError(28, "No space left on device")
+    return [
+        subprocess.Popen(
+            [sys.executable, "-c", APPENDER, lake_dir, env, str(n), str(rows)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for env in envs
+    ]
 
-    monkeypatch.setattr(lake, "pq", SimpleNamespace(write_table=crash))
-    with pytest.raises(OSError, match="No space"):
-        lake.write(tmp_path, "steps", "e", run_id, _steps_table())
-    assert list(tmp_path.rglob("*.parquet")) == []
-    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+def test_two_processes_appending_to_one_table_both_land(tmp_path):
+    lake_dir = str(tmp_path / "lake")
+    procs = _appenders(lake_dir, ["a", "b"], 8)
+    assert [p.wait(120) for p in procs] == [0, 0]
+    data = lake.read(lake_dir, "steps")
+    counts = {env: data["env"].to_pylist().count(env) for env in ("a", "b")}
+    assert counts == {"a": 8 * 3, "b": 8 * 3}
+    assert len(set(data["run_id"].to_pylist())) == 16
+
+
+def test_a_writer_killed_at_any_instant_lands_whole_commits_only(tmp_path):
+    import os
+    import random
+    import signal
+    import time
+
+    lake_dir = str(tmp_path / "lake")
+    lake.write(lake_dir, "steps", "a", lake.new_run_id(), _steps_table())
+    rng = random.Random(5)
+    for _ in range(3):
+        (proc,) = _appenders(lake_dir, ["a"], 1000, rows=50)
+        proc.stdout.readline()
+        time.sleep(rng.uniform(0.05, 0.4))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    data = lake.read(lake_dir, "steps")
+    runs = data["run_id"].to_pylist()
+    # Every run landed whole (50 rows) or not at all; the first one's single row is there.
+    assert sorted({runs.count(r) for r in set(runs)}) in ([1, 50], [1])
+    assert lake.read(lake_dir, "steps").num_rows == data.num_rows  # readable again
 
 
 def test_columns_are_matched_by_name_and_unknown_or_missing_ones_refused(tmp_path):
     data = _steps_table()
     reordered = data.select(list(reversed(data.column_names)))
-    path = lake.write(tmp_path, "steps", "e", lake.new_run_id(), reordered)
-    assert pq.read_table(path).column("family").to_pylist() == ["x"]
+    lake.write(tmp_path, "steps", "e", lake.new_run_id(), reordered)
+    assert lake.read(tmp_path, "steps").column("family").to_pylist() == ["x"]
     with pytest.raises(ValueError, match="unknown columns \\['bogus'\\]"):
         lake.write(
             tmp_path, "steps", "e", lake.new_run_id(), data.append_column("bogus", pa.array([1]))
@@ -211,10 +255,41 @@ def test_columns_are_matched_by_name_and_unknown_or_missing_ones_refused(tmp_pat
         lake.write(tmp_path, "steps", "e", lake.new_run_id(), data.drop_columns(["reason"]))
 
 
-def test_a_temporary_file_in_the_lake_is_never_read(lake_copy, tmp_path):
+def test_a_file_outside_the_log_is_never_read(lake_copy, tmp_path):
+    # A data file a killed writer left before its commit: in the folder, not in the table.
     partition = next(lake_copy.glob("ping_windows/env=*/period=*"))
-    (partition / ".20261129T000000Z-abcdef.parquet.tmp-1-ab12").write_bytes(b"half a file")
+    (partition / "part-00000-orphan-c000.snappy.parquet").write_bytes(b"half a file")
     assert _figures(warehouse.build(lake_copy, tmp_path / "w.duckdb"))
+
+
+def test_reading_a_table_with_deltalake_alone_gives_the_rows_the_warehouse_loaded(
+    lake_copy, tmp_path
+):
+    import subprocess
+    import sys
+
+    target = warehouse.build(lake_copy, tmp_path / "w.duckdb")
+    # Another process that never imports yardstick: the README's one line.
+    script = (
+        "import sys, deltalake; t = deltalake.DeltaTable(sys.argv[1]).to_pyarrow_table(); "
+        "assert 'yardstick' not in sys.modules; "
+        "rows = zip(*(t[c].to_pylist() for c in ('env', 'run_id', 'rtt_max_us'))); "
+        "print(sorted(rows), flush=True)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(lake_copy / "ping_windows")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    ).stdout  # not its exit code: delta-rs may abort at interpreter exit (delta-rs#2184)
+    con = duckdb.connect(str(target), read_only=True)
+    try:
+        loaded = con.execute(
+            "select env, run_id, rtt_max_us from raw_ping_windows order by all"
+        ).fetchall()
+    finally:
+        con.close()
+    assert loaded and out.strip() == repr(sorted(loaded))
 
 
 def test_a_failing_build_leaves_the_previous_warehouse_intact(
@@ -223,18 +298,18 @@ def test_a_failing_build_leaves_the_previous_warehouse_intact(
     target = warehouse.build(lake_copy, tmp_path / "w.duckdb")
     before, figures = target.read_bytes(), _figures(target)
 
-    # 1. A corrupt file of a complete run (its `runs` row landed) in the lake: loading fails.
+    # 1. A corrupt data file of a complete run (its `runs` row landed): loading fails.
     bad_run = "20261129T000000Z-badbad"
-    runs = lake.write(lake_copy, "runs", ENV, bad_run, to_table("runs", [{"status": "ok"}]))
-    bad = lake.file_path(lake_copy, "ping_windows", ENV, bad_run)
-    bad.parent.mkdir(parents=True, exist_ok=True)
+    lake.write(lake_copy, "runs", ENV, bad_run, to_table("runs", [{"status": "ok"}]))
+    (bad,) = [f.path for f in lake.data_files(lake_copy, "runs") if f.min_run == bad_run]
+    good = bad.read_bytes()
     bad.write_bytes(b"this is not parquet")
-    with pytest.raises(duckdb.Error):
+    with pytest.raises((duckdb.Error, OSError, pa.ArrowException)):
         warehouse.build(lake_copy, target)
     assert target.read_bytes() == before
     assert _files(tmp_path) == ["lake", "w.duckdb"]
-    bad.unlink()
-    runs.unlink()
+    bad.write_bytes(good)
+    lake.open_table(lake_copy, "runs").delete(f"run_id = '{bad_run}'")
 
     # 2. A SQL model that fails after every raw table was loaded (in a copy of the project).
     project = Path(shutil.copytree(dbt.project_dir(), tmp_path_factory.mktemp("sql") / "sql"))

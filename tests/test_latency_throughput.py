@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, needs_tool
 
 from yardstick.access.benchdb import ForeignKeys
 from yardstick.access.connect import open_client
@@ -28,7 +28,7 @@ from yardstick.tasks.transport import transport
 
 pytestmark = pytest.mark.usefixtures("prefect_server")
 BENCHMARK = find_tool("redis-benchmark")
-needs_benchmark = pytest.mark.skipif(BENCHMARK is None, reason="redis-benchmark not installed")
+needs_benchmark = needs_tool("redis-benchmark")
 
 
 def scratch(server, name: str = "s", **extra) -> Environment:
@@ -194,7 +194,7 @@ def test_a_benchmark_that_times_out_is_killed_and_recorded(redis_server):
 
 
 @needs_benchmark
-@pytest.mark.skipif(socat_path() is None, reason="socat not installed")
+@pytest.mark.skipif(socat_path() is None, reason="socat not found on PATH (.ci/run installs it)")
 def test_forwarded_path_loses_throughput(redis_server, tmp_path):
     direct = scratch(redis_server, name="direct")
     with Forwarder(redis_server.port) as forwarder:

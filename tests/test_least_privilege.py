@@ -1,5 +1,5 @@
 """Least privilege: a read-only environment measured by an ACL user allowed exactly what the
-read-only families send (the rule documented in README.md) refuses nothing; the same user
+read-only families send (the rule documented in docs/access.md) refuses nothing; the same user
 without CONFIG GET still measures, and the report says which settings it could not read
 instead of guessing them."""
 
@@ -40,10 +40,10 @@ def reader_rule(version: tuple[int, ...]) -> str:
     return f"~* resetchannels {COMMANDS}{SETINFO}"
 
 
-def test_readme_documents_the_tested_rules():
-    readme = (REPO / "README.md").read_text()
+def test_docs_document_the_tested_rules():
+    docs = (REPO / "docs" / "access.md").read_text()
     for version in ((7, 0, 15), (6, 2, 14), (7, 2, 0)):
-        assert f"ACL SETUSER yardstick-reader on >password {reader_rule(version)}" in readme
+        assert f"ACL SETUSER yardstick-reader on >password {reader_rule(version)}" in docs
 
 
 def _fill(admin: redis.Redis) -> None:

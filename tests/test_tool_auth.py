@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from conftest import SAMPLES
+from conftest import SAMPLES, needs_tool
 
 from yardstick.host.tool_auth import USER_PREFIX, ToolCredentials, tool_credentials
 from yardstick.host.tools import Tool, find_tool
@@ -22,7 +22,7 @@ from yardstick.tasks.memtier import memtier, memtier_args
 from yardstick.tasks.throughput import benchmark_args, throughput
 
 BENCHMARK = find_tool("redis-benchmark")
-needs_benchmark = pytest.mark.skipif(BENCHMARK is None, reason="redis-benchmark not installed")
+needs_benchmark = needs_tool("redis-benchmark")
 PASSWORD_VAR = "YS_TOOL_AUTH_PASSWORD"
 TINY = ThroughputProfile(
     clients=[1],

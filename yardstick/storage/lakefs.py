@@ -1,9 +1,8 @@
 """Where the lake lives: a local folder (the default) or a prefix on S3-compatible storage.
 
-Every lake function (lake.write/scan/current_files, compaction.compact, retention.apply,
+Every lake function (lake.write/read/data_files, compaction.compact, retention.apply,
 warehouse.update/build, preflight.check_writable) takes `lake_dir` as a local path or as
-`s3://bucket/prefix`. A local path is handled exactly as before (os calls: link() for atomic
-landing, flock for the lake's lock); an S3 lake goes through fsspec's s3fs.
+`s3://bucket/prefix`.
 
 Endpoint, region and credentials come from the environment only, read by botocore itself:
 AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN (or AWS_PROFILE, an instance
@@ -12,14 +11,12 @@ an S3-compatible server (botocore >= 1.31 honours both; s3fs passes them through
 here reads, stores, logs or prints them: not in Parquet footers, not in DuckDB, not in the
 one-line errors (see `describe_error`).
 
-Landing on S3 is atomic and append-only:
-- the Parquet file is written to a local temporary file, then uploaded with one PUT (or, above
-  2 x CHUNK_BYTES, one multipart upload, which S3 makes visible only when completed);
-- the PUT/complete carries `If-None-Match: *` (a conditional write, S3 since 2024, moto too):
-  an existing key is never overwritten, even when two writers race (the loser gets
-  FileExistsError). A cheap existence check before the upload gives the same error earlier;
-- a landing killed halfway leaves no object at all: at most an unfinished multipart upload,
-  which no listing shows; compaction aborts those older than an hour and says so.
+The lake's tables are Delta tables (yardstick/storage/lake.py): delta-rs writes and commits
+them through its own object store, given `storage_options` (conditional put by ETag, so two
+writers committing the same version never overwrite each other: one retries on top of the
+other). This module keeps what the tool itself needs around them: the lake's root, reading
+data files and listing folders through s3fs (DuckDB reads them through it as well), the lock
+file, and one-line errors that never name the endpoint or a credential.
 """
 
 from __future__ import annotations
@@ -29,10 +26,9 @@ import hashlib
 import os
 import re
 import secrets
-import tempfile
 import threading
+import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -42,9 +38,6 @@ import pyarrow.parquet as pq
 if TYPE_CHECKING:
     import duckdb
 
-# Parquet files up to 2 x this size are uploaded with one PUT; larger ones as a multipart
-# upload in parts of this size (S3's minimum part is 5 MiB).
-CHUNK_BYTES = 50 * 2**20
 # Schemes served by s3fs. "s3:/" (one slash) is what pathlib makes of "s3://": accepted too.
 _URL = re.compile(r"^(s3a?):/+(.*)$")
 
@@ -206,7 +199,7 @@ class StorageError(OSError):
 
 
 @contextlib.contextmanager
-def _storage(what: str, path: object) -> Iterator[None]:
+def storage_errors(what: str, path: object) -> Iterator[None]:
     """Turn botocore/aiohttp/s3fs failures into StorageError; a missing or existing key stays
     FileNotFoundError / FileExistsError (the callers' protocol uses them)."""
     try:
@@ -215,9 +208,48 @@ def _storage(what: str, path: object) -> Iterator[None]:
         raise
     except Exception as exc:
         module = type(exc).__module__
+        if is_remote(path) and _object_store_error(exc):
+            raise StorageError(f"{path}: {what} failed ({describe_error(exc)})") from None
+        if (_is_delta(exc) or isinstance(exc, OSError)) and (code := _os_error_code(exc)):
+            # delta-rs's report of the system's failure (a full disk above all) as its OSError.
+            raise OSError(code, os.strerror(code), f"{path}: {what} failed") from None
         if isinstance(exc, OSError) or module.startswith(("botocore", "aiobotocore", "aiohttp")):
             raise StorageError(f"{path}: {what} failed ({describe_error(exc)})") from None
         raise
+
+
+def _is_delta(exc: BaseException) -> bool:
+    """Whether `exc` is one of deltalake's errors (raised from its Rust core)."""
+    from deltalake.exceptions import DeltaError
+
+    return isinstance(exc, DeltaError)
+
+
+def _os_error_code(exc: BaseException) -> int | None:
+    """The errno a deltalake error reports from the operating system ("(os error 28)")."""
+    match = re.search(r"\(os error (\d+)\)", str(exc))
+    return int(match.group(1)) if match else None
+
+
+def _object_store_error(exc: BaseException) -> bool:
+    """Whether a deltalake error comes from its object store (its text names the endpoint)."""
+    text = str(exc)
+    return "S3 error" in text or "Object at location" in text or "error sending request" in text
+
+
+def storage_options(root: LakePath) -> dict[str, str] | None:
+    """delta-rs's options for the lake's tables: none locally; on S3 a conditional put by ETag
+    for commits (S3 since 2024, moto too), plain HTTP when the endpoint is http://, and
+    AWS_ENDPOINT_URL_S3 passed on (delta-rs reads the other AWS_* variables itself)."""
+    if not isinstance(root, ObjectPath):
+        return None
+    options = {"conditional_put": "etag"}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        options["endpoint"] = endpoint
+        if endpoint.startswith("http://"):
+            options["allow_http"] = "true"
+    return options
 
 
 def exists(path: LakePath) -> bool:
@@ -225,7 +257,7 @@ def exists(path: LakePath) -> bool:
     the key as a folder when it is missing)."""
     if isinstance(path, ObjectPath):
         try:
-            with _storage("HEAD", path):
+            with storage_errors("HEAD", path):
                 filesystem().call_s3("head_object", Bucket=path.bucket, Key=path.prefix)
         except FileNotFoundError:
             return False
@@ -237,7 +269,7 @@ def list_names(folder: LakePath) -> list[str]:
     """Names of the entries directly in `folder` ([] when it does not exist)."""
     if isinstance(folder, ObjectPath):
         try:
-            with _storage("listing", folder):
+            with storage_errors("listing", folder):
                 names = filesystem().ls(str(folder), detail=False)
             return [p.rsplit("/", 1)[-1] for p in names]
         except FileNotFoundError:
@@ -245,34 +277,10 @@ def list_names(folder: LakePath) -> list[str]:
     return os.listdir(folder) if folder.is_dir() else []
 
 
-def list_files(
-    root: ObjectPath, tables: list[str] | None, envs: list[str] | None = None
-) -> list[tuple[str, ...]]:
-    """Every object under the lake (or under the folders of `tables`, of `envs`) as its parts
-    below the root (table, env=..., partition, name). S3 lists 1,000 keys a request: the whole
-    lake in one paginated listing, or one listing per table (per table and environment when
-    that is at most 32 prefixes: a collection's compaction of its site's environments)."""
-    fs = filesystem()
-    if tables is None:
-        prefixes = [root]
-    elif envs is not None and len(tables) * len(envs) <= 32:
-        prefixes = [root / t / f"env={e}" for t in tables for e in envs]
-    else:
-        prefixes = [root / t for t in tables]
-    found: list[tuple[str, ...]] = []
-    for prefix in prefixes:
-        with _storage("listing", prefix):
-            keys = fs.find(str(prefix))
-        for key in keys:
-            if key.startswith(root.key + "/"):
-                found.append(tuple(key[len(root.key) + 1 :].split("/")))
-    return found
-
-
 def read_schema(path: ObjectPath) -> pa.Schema:
     """A remote Parquet file's schema (its footer: one ranged GET after a HEAD)."""
     fs = filesystem()
-    with _storage("reading", path):
+    with storage_errors("reading", path):
         with fs.open(str(path), "rb", block_size=2**16, cache_type="readahead") as f:
             return pq.read_schema(f)
 
@@ -281,26 +289,17 @@ def read_table(path: LakePath, **kwargs: Any) -> pa.Table:
     """A lake file's rows, local or remote (one GET of the whole object); keyword arguments go
     to pyarrow.parquet.read_table (columns=, filters=...)."""
     if isinstance(path, ObjectPath):
-        with _storage("reading", path):
+        with storage_errors("reading", path):
             blob = filesystem().cat_file(str(path))
         return pq.read_table(pa.BufferReader(blob), **kwargs)
     return pq.read_table(path, **kwargs)
-
-
-def read_tables(paths: list[ObjectPath]) -> list[pa.Table]:
-    """Whole remote Parquet files, fetched concurrently (s3fs gathers the GETs)."""
-    if not paths:
-        return []
-    with _storage("reading", paths[0].parent):
-        blobs = filesystem().cat([str(p) for p in paths], on_error="raise")
-    return [pq.read_table(pa.BufferReader(blobs[p.key])) for p in paths]
 
 
 def delete_many(paths: list[LakePath]) -> None:
     """Delete files; missing ones are no error (on S3: DeleteObjects, 1,000 keys a request)."""
     remote = [str(p) for p in paths if isinstance(p, ObjectPath)]
     if remote:
-        with _storage("deleting", remote[0]):
+        with storage_errors("deleting", remote[0]):
             filesystem().rm(remote)
     for path in paths:
         if not isinstance(path, ObjectPath):
@@ -310,70 +309,10 @@ def delete_many(paths: list[LakePath]) -> None:
 def delete(path: LakePath) -> None:
     """Delete a file; a missing one is no error."""
     if isinstance(path, ObjectPath):
-        with contextlib.suppress(FileNotFoundError), _storage("deleting", path):
+        with contextlib.suppress(FileNotFoundError), storage_errors("deleting", path):
             filesystem().rm_file(str(path))
         return
     path.unlink(missing_ok=True)
-
-
-def put_parquet(data: pa.Table, final: ObjectPath, row_group_size: int | None = None) -> None:
-    """Upload `data` as a Parquet object at `final`, atomically and never overwriting:
-    FileExistsError if the key exists (checked first, and enforced by the conditional put)."""
-    fs = filesystem()
-    if exists(final):
-        raise FileExistsError(str(final))
-    fd, tmp = tempfile.mkstemp(prefix=".yardstick-landing-", suffix=".parquet")
-    os.close(fd)
-    try:
-        pq.write_table(data, tmp, compression="zstd", row_group_size=row_group_size)
-        # One PUT, or a multipart upload completed only once every part is there; both with
-        # If-None-Match: * (s3fs mode="create"), so a racing writer cannot be overwritten.
-        with _storage("upload", final):
-            fs.put_file(tmp, str(final), chunksize=CHUNK_BYTES, mode="create")
-    finally:
-        os.unlink(tmp)
-
-
-def put_text(path: LakePath, text: str) -> None:
-    """Replace a small text file whole (readers see the old or the new one)."""
-    if isinstance(path, ObjectPath):
-        with _storage("upload", path):
-            filesystem().pipe_file(str(path), text.encode())
-        return
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(2)}")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:  # a full disk leaves no half temporary file behind
-        tmp.unlink(missing_ok=True)
-
-
-def abort_stale_uploads(root: ObjectPath, older_than_s: float) -> list[str]:
-    """Abort unfinished multipart uploads under the lake (landings killed halfway) started
-    more than `older_than_s` ago; return their keys relative to the lake."""
-    fs = filesystem()
-    aborted: list[str] = []
-    now = datetime.now(UTC)
-    params: dict[str, str] = {"Bucket": root.bucket, "Prefix": root.prefix + "/"}
-    while True:
-        with _storage("listing unfinished uploads", root):
-            page = fs.call_s3("list_multipart_uploads", **params)
-        for upload in page.get("Uploads", []):
-            started = upload.get("Initiated")
-            if started is not None and (now - started).total_seconds() < older_than_s:
-                continue
-            with contextlib.suppress(FileNotFoundError), _storage("abort", root):
-                fs.call_s3(
-                    "abort_multipart_upload",
-                    Bucket=root.bucket,
-                    Key=upload["Key"],
-                    UploadId=upload["UploadId"],
-                )
-            aborted.append(upload["Key"][len(root.prefix) + 1 :] + " (unfinished upload)")
-        if not page.get("IsTruncated"):
-            return aborted
-        params["KeyMarker"] = page["NextKeyMarker"]
-        params["UploadIdMarker"] = page["NextUploadIdMarker"]
 
 
 def lock_file(root: LakePath) -> Path:
@@ -386,6 +325,53 @@ def lock_file(root: LakePath) -> Path:
         return folder / f"lake-{hashlib.sha256(str(root).encode()).hexdigest()[:16]}.lock"
     root.mkdir(parents=True, exist_ok=True)
     return root / ".compaction.lock"
+
+
+# A compaction or retention pass on an S3 lake holds this object (written only if absent) for
+# at most LEASE_S; one left by a machine that died is taken over once it has expired.
+LEASE = "_yardstick_lease.json"
+LEASE_S = 3600.0
+
+
+@contextlib.contextmanager
+def lease(root: ObjectPath, owner: str) -> Iterator[bool]:
+    """Hold the lake-wide lease of an S3 lake if free (yield True), else yield False. Needed
+    because delta-rs's conflict check does not refuse two optimizes (or an optimize and a
+    delete) that removed the same files from two stale snapshots: both would commit, and the
+    rows of those files would be doubled (or deleted rows come back). The lease, a conditional
+    put (If-None-Match: *), keeps those passes of two machines apart; appends never need it."""
+    import json
+
+    fs = filesystem()
+    key = str(root / LEASE)
+    mine = json.dumps({"owner": owner, "token": secrets.token_hex(8), "until": 0.0})
+    for _ in range(2):
+        body = json.loads(mine)
+        body["until"] = time.time() + LEASE_S
+        mine = json.dumps(body)
+        try:
+            with storage_errors("taking the lake's lease", root):
+                fs.pipe_file(key, mine.encode(), mode="create")
+            break
+        except FileExistsError:
+            try:
+                with storage_errors("reading the lake's lease", root):
+                    held = json.loads(fs.cat_file(key))
+            except FileNotFoundError:
+                continue  # released meanwhile: try again
+            if float(held.get("until", 0)) > time.time():
+                yield False
+                return
+            delete(root / LEASE)  # expired: its holder died; take it over
+    else:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        with contextlib.suppress(Exception):
+            if fs.cat_file(key).decode() == mine:
+                fs.rm_file(key)
 
 
 def register(con: duckdb.DuckDBPyConnection) -> None:
@@ -404,6 +390,19 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
 def describe_error(exc: BaseException) -> str:
     """Why an S3 call failed, in words that never include the endpoint or a credential."""
     name = type(exc).__name__
+    if _is_delta(exc) or _object_store_error(exc):
+        text = str(exc).lower()
+        if "nosuchbucket" in text or "bucket does not exist" in text:
+            return "the bucket does not exist"
+        if "accessdenied" in text or "forbidden" in text or "invalidaccesskey" in text:
+            return "access denied (credentials refused, or not allowed here)"
+        if "credential" in text:
+            return (
+                "no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a profile"
+            )
+        if "error sending request" in text or "connect" in text or "dns" in text:
+            return "the storage endpoint cannot be reached"
+        return f"the object store refused the request ({name})"
     if name == "NoCredentialsError" or name == "PartialCredentialsError":
         return "no credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a profile"
     if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError"):

@@ -2,26 +2,31 @@
 
 The key-space scan's per-key rows (keyspace_keys, ~1.5 MB a night for 200,000 keys) and the
 round trip's 2 %-bucket histograms (ping_histogram) are what the lake would mostly hold after
-a year. Past `detail_days`, a run's detail files are deleted; before that, the figures the
-warehouse derived from them (the measures of the round_trip and keyspace families, percentiles
-and per-prefix figures included) are written into the lake as `retained_measures`, so a full
-rebuild from the lake alone still has every figure of every run. The order makes it safe
-against a crash at any instant: detail is deleted only after its aggregates are committed, and
-the models prefer the detail where both exist."""
+a year. Past `detail_days`, a run's detail rows are deleted (a Delta delete, then a vacuum of
+those tables so the files are gone, not only out of the current version); before that, the
+figures the warehouse derived from them (the measures of the round_trip and keyspace
+families, percentiles and per-prefix figures included) are appended to the lake's
+`retained_measures` table, so a full rebuild from the lake alone still has every figure of
+every run.
+
+The tool's rule, stated here once: **figures before detail**. Detail is deleted only after
+the commit that keeps its aggregates, and only for runs the warehouse has loaded (the others
+wait); the models prefer the detail where both exist. A crash at any instant leaves either
+both or the aggregates alone."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from yardstick.storage import lake, lakefs, warehouse
 from yardstick.storage.compaction import LAKE_BUSY, lake_lock
-from yardstick.storage.schemas import DETAIL_FAMILIES, DETAIL_TABLES, SCHEMA_VERSION, file_schema
+from yardstick.storage.schemas import DETAIL_FAMILIES, DETAIL_TABLES, file_schema
 
 RETAINED = "retained_measures"
 DEFAULT_DETAIL_DAYS = 30
@@ -68,33 +73,61 @@ def apply(
         if not held:
             report.skipped = LAKE_BUSY
             return report
-        old = [
-            f
-            for f in lake.current_files(lake_dir, list(DETAIL_TABLES))
-            if f.kind == "landed" and lake.run_day(f.runs[0]) < cutoff
-        ]
+        old: set[tuple[str, str]] = set()
+        for table in DETAIL_TABLES:
+            for f in lake.data_files(lake_dir, table):
+                if lake.run_day(f.min_run) < cutoff:
+                    old.update(
+                        (f.env, run) for run in lake.run_ids_of(f) if lake.run_day(run) < cutoff
+                    )
         if not old:
             report.wall_s = time.perf_counter() - start
             return report
         retained = _retained_runs(lake_dir)
-        needed = {(f.env, f.runs[0]) for f in old} - retained
+        needed = old - retained
         loaded = _export(lake_dir, warehouse_path, needed, report) if needed else set()
-        dropped = []
-        for f in old:
-            key = (f.env, f.runs[0])
-            if key in retained or key in loaded:
-                dropped.append(f.path)
-            else:
-                report.waiting.append(f"{f.env}/{f.runs[0]}")
-        lakefs.delete_many(dropped)
-        report.files_dropped += len(dropped)
+        dropped = sorted(key for key in old if key in retained or key in loaded)
+        report.waiting = sorted(f"{env}/{run}" for env, run in old - set(dropped))
+        if dropped:
+            for table in DETAIL_TABLES:
+                report.files_dropped += _delete_runs(lake_dir, table, dropped)
     report.wall_s = time.perf_counter() - start
     return report
 
 
+def _delete_runs(lake_dir: lakefs.LakePath, table: str, runs: list[tuple[str, str]]) -> int:
+    """Delete the rows of `runs` from a detail table (a commit per environment), then vacuum
+    the table now (the lake lock is held: no update of this machine reads it meanwhile), so
+    readers of its files, the warehouse's detail views, see them gone; return files removed."""
+    dt = lake.open_table(lake_dir, table)
+    if dt is None:
+        return 0
+    by_env: dict[str, list[str]] = {}
+    for env, run in runs:
+        by_env.setdefault(env, []).append(run)
+    removed = 0
+    root = lake.table_root(lake_dir, table)
+    for env, run_ids in sorted(by_env.items()):
+        listed = ", ".join(_sql(run) for run in sorted(run_ids))
+        with lakefs.storage_errors("delete", root):
+            metrics = dt.delete(f"env = {_sql(env)} and run_id in ({listed})")
+        removed += metrics.get("num_removed_files", 0)
+    with lakefs.storage_errors("vacuum", root):
+        dt.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
+        dt.create_checkpoint()
+        dt.cleanup_metadata()
+    return removed
+
+
+def _sql(text: str) -> str:
+    """A SQL string literal for a Delta predicate."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def _retained_runs(lake_dir: lakefs.LakePath) -> set[tuple[str, str]]:
     """(env, run) pairs whose aggregates the lake already keeps."""
-    return {(f.env, run) for f in lake.current_files(lake_dir, [RETAINED]) for run in f.runs}
+    rows = lake.read(lake_dir, RETAINED, columns=["env", "run_id"])
+    return set(zip(rows["env"].to_pylist(), rows["run_id"].to_pylist(), strict=True))
 
 
 def _export(
@@ -126,28 +159,34 @@ def _export(
         ).to_arrow_table()
     finally:
         con.close()
-    schema = file_schema(RETAINED)
-    by_env_period: dict[tuple[str, str], list[str]] = {}
-    for env, run_id in chosen:
-        by_env_period.setdefault((env, lake.run_period(run_id)), []).append(run_id)
-    for (env, period), run_ids in sorted(by_env_period.items()):
-        mask = pa.compute.and_(
-            pa.compute.equal(rows["env"], env), pa.compute.is_in(rows["run_id"], pa.array(run_ids))
-        )
-        part = rows.filter(mask).drop(["env"])
-        part = part.append_column(
-            "schema_version", pa.array([SCHEMA_VERSION] * part.num_rows, pa.int16())
-        )
-        part = part.select(schema.names).cast(schema)
-        folder = lake_dir / RETAINED / f"env={env}" / f"period={period}"
-        # Written as a compacted file: its footer names the runs it holds (many per file).
-        final = folder / f"{lake.COMPACTED_PREFIX}{lake.next_generation(folder):06d}.parquet"
-        data = lake.stamp(
-            part,
-            RETAINED,
-            {"yardstick.runs": json.dumps(sorted(run_ids)), "yardstick.replaces": "[]"},
-        )
-        lake.write_atomic(data, final, f"{final} already exists")
+    parts = []
+    for env in sorted({env for env, _ in chosen}):
+        run_ids = sorted(run for e, run in chosen if e == env)
+        mask = pc.and_(pc.equal(rows["env"], env), pc.is_in(rows["run_id"], pa.array(run_ids)))
+        part = rows.filter(mask)
+        # One aggregate row per run at least: a run whose detail gave no figure still counts
+        # as kept (its detail may go), by a row without a figure.
+        missing = sorted(set(run_ids) - set(part["run_id"].to_pylist()))
+        for run_id in run_ids:
+            keep = part.filter(pc.equal(part["run_id"], run_id)).drop(["env", "run_id"])
+            if run_id in missing:
+                keep = pa.table({"figure": pa.array([None], pa.string())})
+            parts.append(lake.prepare(RETAINED, env, run_id, _fill(keep)))
         report.rows_retained += part.num_rows
         report.runs_retained += len(run_ids)
+    # One commit: every run's aggregates appear together, before any detail is deleted.
+    lake.append(lake_dir, RETAINED, pa.concat_tables(parts), "retention")
     return set(chosen)
+
+
+def _fill(data: pa.Table) -> pa.Table:
+    """A retained_measures table with every declared column (absent ones null)."""
+    schema = file_schema(RETAINED)
+    declared = [f for f in schema if f.name not in ("run_id", "schema_version")]
+    return pa.table(
+        [
+            data[f.name] if f.name in data.column_names else pa.nulls(data.num_rows, f.type)
+            for f in declared
+        ],
+        schema=pa.schema(declared),
+    )

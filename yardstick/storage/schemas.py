@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from yardstick.host import familyload
 from yardstick.tasks import registry
-from yardstick.tasks.base import UTC_TS, rows_to_table
+from yardstick.tasks.base import FAMILY_LOAD, UTC_TS, rows_to_table
 
 # Bump when a table gains a column; older files still load (missing columns are null).
 SCHEMA_VERSION = 1
@@ -71,6 +72,11 @@ TABLES["retained_measures"] = pa.schema(
         ("samples", pa.int64()),
     ]
 )
+
+
+# The host's load sampled through each family of a run (yardstick/host/familyload.py): one
+# row per sample, landed with the family's own tables (tasks/base.py, Family.run).
+TABLES[FAMILY_LOAD] = familyload.SCHEMA
 
 
 def _with_family_tables(tables: dict[str, pa.Schema]) -> dict[str, pa.Schema]:

@@ -1,10 +1,11 @@
 """The warehouse: a DuckDB file the dbt project in sql/ builds from the lake.
 
-An update loads into raw_<table> only the rows of runs not loaded before (complete runs: those
-whose `runs` row has landed), lists them in batch_runs, and lets dbt append them to the marts.
-A full rebuild (first build, `full=True`, models or schema changed, an earlier update that did
-not finish, a run arriving older than what is loaded) builds a new file from every current
-lake file and swaps it in atomically.
+An update reads each Delta table's current file list from its log, opens only the files added
+since the previous update (their run ids), loads into raw_<table> only the rows of runs not
+loaded before (complete runs: lake.COMPLETES_A_RUN), lists them in batch_runs, and lets dbt
+append them to the marts. A full rebuild (first build, `full=True`, models or schema changed,
+an earlier update that did not finish, a run arriving older than what is loaded) builds a
+new file from every data file of the lake and swaps it in atomically.
 
 The lake may be local or on S3 (yardstick/storage/lakefs.py); the warehouse is always a local file.
 DuckDB reads an S3 lake's Parquet through s3fs registered on the loading connection
@@ -20,7 +21,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 META = "_yardstick_meta"  # key/value: models digest, schema version, update state
 LOADED = "_yardstick_runs"  # one row per (env, run) the marts hold
 FILES = "_yardstick_files"  # current lake files and the range of runs each holds
-LEFTOVERS = "_yardstick_leftovers"  # files still present that a compacted file replaced
+VERSIONS = "_yardstick_versions"  # the Delta version of each table the last update read
 PENDING = "_yardstick_pending"  # complete runs held back by until_run_id
 # Runs with files in the lake but no `runs` row (still running, or crashed): state between
 # updates, and the source of the crashed_runs model.
@@ -97,84 +98,88 @@ class Survey:
     """What the lake holds now, as far as an update needs to know."""
 
     ranges: dict[str, tuple[str, str, lake.LakeFile]]  # current files: (min run, max run, file)
-    leftovers: set[str]  # files still present that a compacted file replaced
     candidates: set[tuple[str, str]]  # (env, run) whose `runs` row is in a file not seen before
     # (env, run) -> tables, for runs in other files not seen before: a run whose `runs` row
     # never comes (a killed run) is only ever listed, never loaded.
     others: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)  # table -> Delta version read
 
 
 def _survey(
-    lake_dir: lakefs.LakePath, known: dict[str, tuple[str, str]], leftovers: set[str]
+    lake_dir: lakefs.LakePath, known: dict[str, tuple[str, str]], versions: dict[str, int]
 ) -> Survey:
-    """List the lake; open only files not seen by an earlier update (a compacted file's footer
-    names its runs and what it replaced), so the cost follows what changed, not the history."""
-    present = lake.scan(lake_dir, read_footers=False)
-    present_paths = {str(f.path) for f in present}
-    replaced = {path for path in leftovers if path in present_paths}
+    """The data files of every table's current Delta version (from its log); only the files
+    added since the version the previous update read are opened (their run_id column), so the
+    cost follows what changed, not the history (a compaction's new files are read once)."""
     ranges: dict[str, tuple[str, str, lake.LakeFile]] = {}
     candidates: set[tuple[str, str]] = set()
     others: dict[tuple[str, str], set[str]] = {}
-    # The runs files first, so that the other files' runs already known complete are not
-    # listed again as possibly unfinished (a year of footers would not fit in memory twice).
-    for f in sorted(present, key=lambda f: f.table != "runs"):
-        path = str(f.path)
-        if path in replaced:
+    seen: dict[str, int] = {}
+    # The runs table first, so that the other tables' runs already known complete are not
+    # listed again as possibly unfinished.
+    for table in sorted(TABLES, key=lambda t: t != lake.COMPLETES_A_RUN):
+        dt = lake.open_table(lake_dir, table)
+        if dt is None:
             continue
-        if path in known:
-            ranges[path] = (*known[path], f)
-            continue
-        if f.kind == "compacted":
-            f = f.with_footer()
-            replaced.update(str(lake_dir / f.table / name) for name in f.replaces)
-        runs = f.runs or ("",)
-        # Only the range is kept: the footers' run lists of 50 environments x 12 months x 30
-        # tables are ~160 million strings (about 10 GiB).
-        ranges[path] = (min(runs), max(runs), replace(f, runs=(), replaces=()))
-        if f.table == "runs":
-            candidates.update((f.env, run) for run in f.runs)
-        else:
-            for run in f.runs:
-                if (f.env, run) not in candidates:
-                    others.setdefault((f.env, run), set()).add(f.table)
-    for path in replaced:
-        ranges.pop(path, None)
-    return Survey(ranges, replaced & present_paths, candidates, others)
+        seen[table] = dt.version()
+        for f in lake.data_files(lake_dir, table, dt=dt):
+            path = str(f.path)
+            if path in known:
+                ranges[path] = (*known[path], f)
+                continue
+            runs = lake.run_ids_of(f) or ("",)
+            ranges[path] = (min(runs), max(runs), f)
+            if table == lake.COMPLETES_A_RUN:
+                candidates.update((f.env, run) for run in runs)
+            else:
+                for run in runs:
+                    if (f.env, run) not in candidates:
+                        others.setdefault((f.env, run), set()).add(table)
+    return Survey(ranges, candidates, others, seen)
 
 
 def _save_survey(con: duckdb.DuckDBPyConnection, survey: Survey, pending: set) -> None:
-    """Remember the current files (with their run ranges), leftovers and held-back runs."""
+    """Remember the current files (with their run ranges), the table versions read and the
+    held-back runs."""
     files = pa.table(
         {
-            "path": list(survey.ranges),
-            "table_name": [f.table for _, _, f in survey.ranges.values()],
-            "env": [f.env for _, _, f in survey.ranges.values()],
-            "min_run": [lo for lo, _, _ in survey.ranges.values()],
-            "max_run": [hi for _, hi, _ in survey.ranges.values()],
+            "path": pa.array(list(survey.ranges), pa.string()),
+            "table_name": pa.array([f.table for _, _, f in survey.ranges.values()], pa.string()),
+            "env": pa.array([f.env for _, _, f in survey.ranges.values()], pa.string()),
+            "min_run": pa.array([lo for lo, _, _ in survey.ranges.values()], pa.string()),
+            "max_run": pa.array([hi for _, hi, _ in survey.ranges.values()], pa.string()),
         }
     )
-    leftovers = pa.table({"path": pa.array(sorted(survey.leftovers), pa.string())})
+    versions = pa.table(
+        {
+            "table_name": pa.array(list(survey.versions), pa.string()),
+            "version": pa.array(list(survey.versions.values()), pa.int64()),
+        }
+    )
     held = pa.table(
         {
             "env": pa.array([e for e, _ in sorted(pending)], pa.string()),
             "run_id": pa.array([r for _, r in sorted(pending)], pa.string()),
         }
     )
-    for name, data in ((FILES, files), (LEFTOVERS, leftovers), (PENDING, held)):
+    for name, data in ((FILES, files), (VERSIONS, versions), (PENDING, held)):
         con.register("survey_rows", data)
         con.execute(f"create or replace table {name} as select * from survey_rows")
         con.unregister("survey_rows")
 
 
-def _read_survey(con: duckdb.DuckDBPyConnection) -> tuple[dict, set[str], set]:
-    """The files, leftovers and held-back runs the previous update remembered."""
+def _read_survey(con: duckdb.DuckDBPyConnection) -> tuple[dict, dict[str, int], set]:
+    """The files, table versions and held-back runs the previous update remembered."""
     known = {
         path: (lo, hi)
         for path, lo, hi in con.execute(f"select path, min_run, max_run from {FILES}").fetchall()
     }
-    leftovers = {path for (path,) in con.execute(f"select path from {LEFTOVERS}").fetchall()}
+    try:
+        versions = dict(con.execute(f"select table_name, version from {VERSIONS}").fetchall())
+    except duckdb.CatalogException:
+        versions = {}  # a warehouse of the earlier lake format: every file is new to it
     pending = set(con.execute(f"select env, run_id from {PENDING}").fetchall())
-    return known, leftovers, pending
+    return known, versions, pending
 
 
 def _save_unfinished(
@@ -295,7 +300,8 @@ def _load_batch(
         lakefs.register(con)
     read = 0
     for table in TABLES:
-        chosen = by_table.get(table, [])
+        # Oldest runs first, as they landed: the rows enter raw_<table> in time order.
+        chosen = sorted(by_table.get(table, []), key=lambda f: (f.min_run, str(f.path)))
         read += len(chosen)
         _drop_relation(con, f"raw_{table}")
         local = all(not isinstance(f.path, lakefs.ObjectPath) for f in chosen)
@@ -343,8 +349,9 @@ def _detail_select(
 ) -> str:
     """A select of a detail table's rows in raw_<table>'s shape (file columns, env from the
     file's folder, date from the run id) for the runs listed in the relation `runs` (env,
-    run_id), read from every file of the table (a glob: detail files are never compacted, and
-    a view naming files would fail once retention deleted one). A typed empty table stands
+    run_id), read from every data file of the table (a glob: detail tables are never
+    compacted, retention vacuums the files it deletes at once, and a view naming files would
+    fail once retention deleted one). A typed empty table stands
     first, so columns that older files lack are null and every column keeps its type."""
     typed = f"_yardstick_empty_{table}"
     empty = file_schema(table).empty_table()  # noqa: F841 - read by DuckDB's replacement scan
@@ -352,7 +359,7 @@ def _detail_select(
         f"create or replace table {typed} as "
         f"select *, null::varchar as env, null::date as date from empty"
     )
-    if not lake.scan(lake_dir, [table], read_footers=False):
+    if not lake.data_files(lake_dir, table):
         return f"select * from {typed}"  # read_parquet refuses a pattern that matches nothing
     root = str(lake_dir) if isinstance(lake_dir, lakefs.ObjectPath) else str(lake_dir.resolve())
     env = "regexp_extract(t.filename, '/env=([^/]+)/', 1)"
@@ -360,7 +367,7 @@ def _detail_select(
         f"select * from {typed} union all by name "
         f"select t.* exclude (filename), {env} as env, "
         f"strptime(left(t.run_id, 8), '%Y%m%d')::date as date "
-        f"from read_parquet({_quote(f'{root}/{table}/*/*/*.parquet')}, filename = true, "
+        f"from read_parquet({_quote(f'{root}/{table}/env=*/*/*.parquet')}, filename = true, "
         f"union_by_name = true, hive_partitioning = false) as t "
         f"semi join {runs} as b on b.env = {env} and b.run_id = t.run_id"
     )
@@ -482,7 +489,6 @@ def _update(
     if not full and not warehouse_path.exists():
         reason = "no warehouse yet"
     known: dict[str, tuple[str, str]] = {}
-    leftovers: set[str] = set()
     pending: set[tuple[str, str]] = set()
     if not reason:
         try:
@@ -502,8 +508,8 @@ def _update(
                 elif meta.get("schema_version") != expected["schema_version"]:
                     reason = "the lake schema changed"
                 else:
-                    known, leftovers, pending = _read_survey(con)
-                    survey = _survey(lake_dir, known, leftovers)
+                    known, versions, pending = _read_survey(con)
+                    survey = _survey(lake_dir, known, versions)
                     new, latest = _new_runs(con, survey.candidates | pending)
             finally:
                 con.close()
@@ -630,6 +636,10 @@ def _rebuild(
 ) -> UpdateResult:
     """Build a new warehouse from every current lake file, a month at a time (bounded memory),
     and swap it into place."""
+    from yardstick.storage import migrate
+
+    # A lake still (or partly) in the earlier format would build without those rows.
+    migrate.refuse_unmigrated(lake_dir)
     tmp = building_path(warehouse_path)
     _clear_killed_rebuild(warehouse_path)
     tmp.parent.mkdir(parents=True)
@@ -637,7 +647,7 @@ def _rebuild(
     nodes: list[tuple[str, str, float]] = []
     try:
         load_start = time.perf_counter()
-        survey = _survey(lake_dir, {}, set())
+        survey = _survey(lake_dir, {}, {})
         complete = _wanted(survey.candidates, until_run_id)
         batches = _rebuild_batches(complete)
         con = _connect(tmp)

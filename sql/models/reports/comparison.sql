@@ -14,8 +14,11 @@ select
     f.not_transferable_because, f.n, f.noisy, f.run_id,
     l.started_at, l.mode, l.status,
     coalesce(l.same_server_as, l.env) as pair_group,
+    /* Below its instrument's floor: shown as this text, not as the value. */
+    case when f.value < i.floor_value then i.shown_as end as shown_as,
 from latest_runs as l
 join {{ ref('figures') }} as f on f.run_id = l.run_id and f.env = l.env
+left join {{ ref('instrument_floors') }} as i on i.figure = f.figure
 /* A shard's or a replica's own ratio is named by its address: no other environment has it
    (each environment's balance and key space figures are compared instead). */
 where f.figure not like 'shard\_%\_over\_mean' escape '\'

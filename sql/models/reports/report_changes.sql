@@ -3,6 +3,21 @@
 select
     run_id, env, figure, subject, value, unit, nature, baseline_median, baseline_n,
     change_share, noise_band, noise_share, direction, verdict, first_night, profile, series,
+    recent_value, recent_n, reference_median, reference_n, noise_sigma_share, change_score,
+    p_value, single_p_value, visible_change_share, change_since,
+    /* The evidence in words, for the CLI and notifications (the reports say it in theirs). */
+    case
+        when verdict in ('regression', 'improvement', 'changed') then printf(
+            '%+.1f %% over %d runs since %s against the median of %d before (noise σ %.1f %%, %.1f σ of its error, p = %.2g)',
+            change_share * 100, recent_n, strftime(change_since, '%Y-%m-%d'), reference_n,
+            noise_sigma_share * 100, abs(change_score), p_value)
+        when verdict = 'unconfirmed' then printf(
+            'this run alone %+.1f %% (p = %.2g); the last %d runs together are not a change yet',
+            change_share * 100, single_p_value, {{ var('verdict_recent_runs') }})
+        when verdict = 'noisy' then printf(
+            'changes under %.0f %% cannot be seen in this series (noise σ %.1f %%, %d runs of reference)',
+            ceil(visible_change_share * 100), noise_sigma_share * 100, reference_n)
+    end as evidence,
 from {{ ref('changes') }}
 where verdict not in ('steady', 'new')
 order by

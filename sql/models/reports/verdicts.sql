@@ -1,6 +1,7 @@
 /* Tonight's verdict per environment: its latest full run's figures counted by verdict, and how
-   many could be judged (enough comparable history, and a noise band narrow enough to see a
-   5 % change). The first lines of every report and the Prefect event read it. */
+   many could be judged (enough comparable history, and noise low enough to see a change of
+   verdict_min_change_share). The first lines of every report and the Prefect event read it,
+   with the settings they speak of. */
 select
     l.env,
     l.run_id,
@@ -19,7 +20,7 @@ select
     count(c.figure) filter (where c.verdict = 'steady') as steady,
     count(c.figure) filter (where c.verdict = 'new') as new,
     count(c.figure) filter (where c.series_started) as new_series,
-    /* judged: compared with enough history in its own series and able to see a 5 % move */
+    /* judged: compared with enough history in its own series and able to see the move asked */
     count(c.figure) filter (
         where c.verdict in ('regression', 'improvement', 'changed', 'unconfirmed', 'steady')
     ) as judged,
@@ -35,6 +36,10 @@ select
             then 'steady'
         else 'not judged'
     end as verdict,
+    /* the settings the counts speak of (dbt vars): "new" = fewer comparable runs than this */
+    {{ var('verdict_min_baseline') }} as min_baseline_runs,
+    /* "noisy" = this change would go unseen */
+    {{ var('verdict_min_change_share') }}::double as min_change_share,
 from {{ ref('latest_full_runs') }} as l
 left join {{ ref('changes') }} as c on c.env = l.env and c.run_id = l.run_id
 group by all

@@ -1,7 +1,8 @@
 /* One row per instrument agreement run (run, environment): the same SORT timed from outside,
-   by its SLOWLOG entry and by the latency monitor. They agree when each is within 10 % of the
-   SLOWLOG (the monitor within its 1 ms resolution too: it stores whole milliseconds, rounded
-   down). */
+   by its SLOWLOG entry and by the latency monitor. They agree when, in every repetition, each
+   is within 10 % of the SLOWLOG (the monitor within its 1 ms resolution too: it stores whole
+   milliseconds, rounded down); the repetitions that break the rule are named (1-based), with
+   the ratio of the one furthest from 1, since the medians alone may pass. */
 with reps as (
     select
         *,
@@ -29,5 +30,18 @@ select
     median(latency_over_slowlog) as latency_over_slowlog,
     coalesce(bool_and(client_agrees), false) and count(slowlog_us) = count(*) as client_agrees,
     coalesce(bool_and(latency_agrees), false) and count(latency_ms) = count(*) as latency_agrees,
+    /* Which repetitions break the rule ("2, 4"), and the worst of them. */
+    string_agg((rep_idx + 1)::varchar, ', ' order by rep_idx)
+        filter (not coalesce(client_agrees, false)) as client_failing_reps,
+    arg_max(rep_idx + 1, abs(coalesce(client_over_slowlog, 0) - 1))
+        filter (not coalesce(client_agrees, false)) as client_worst_rep,
+    arg_max(client_over_slowlog, abs(coalesce(client_over_slowlog, 0) - 1))
+        filter (not coalesce(client_agrees, false)) as client_worst_over_slowlog,
+    string_agg((rep_idx + 1)::varchar, ', ' order by rep_idx)
+        filter (not coalesce(latency_agrees, false)) as latency_failing_reps,
+    arg_max(rep_idx + 1, abs(coalesce(latency_over_slowlog, 0) - 1))
+        filter (not coalesce(latency_agrees, false)) as latency_worst_rep,
+    arg_max(latency_over_slowlog, abs(coalesce(latency_over_slowlog, 0) - 1))
+        filter (not coalesce(latency_agrees, false)) as latency_worst_over_slowlog,
 from reps
 group by run_id, env

@@ -31,6 +31,7 @@ pivoted as (
         max(rtt_mean_us) filter (phase = 'after') as after_mean_us,
         max(rtt_max_us) filter (phase = 'during') as during_max_us,
         max(samples) filter (phase = 'during') as during_samples,
+        max(windows) filter (phase = 'during') as during_windows,
         max(over_threshold) filter (phase = 'during') as during_over_threshold,
     from phases
     group by run_id, env
@@ -49,6 +50,20 @@ counters as (
         on b.run_id = a.run_id and b.env = a.env and b.command = a.command
         and b.phase = 'before'
     where a.phase = 'after'
+),
+
+window_ratios as (
+    /* Each during window's wait over one SORT: the headline pools every PING (one long
+       window of many PINGs weighs more), their median says how typical it is. */
+    select
+        w.run_id,
+        w.env,
+        median(w.rtt_mean_us / nullif(c.usec / nullif(c.calls, 0), 0))
+            as wait_over_sort_windows_median,
+    from {{ ref('stg_contention_windows') }} as w
+    join counters as c on c.run_id = w.run_id and c.env = w.env and c.command = 'sort'
+    where w.phase = 'during'
+    group by w.run_id, w.env
 ),
 
 logged as (
@@ -74,6 +89,7 @@ select
     s.env,
     s.list_len,
     s.slowlog_threshold_us,
+    s.slowlog_max_len_used,
     s.culprit_commands,
     s.loop_s,
     p.before_mean_us,
@@ -81,6 +97,11 @@ select
     p.after_mean_us,
     p.during_max_us,
     p.during_samples,
+    p.during_windows,
+    /* Fewer victim PINGs during the loop than var('contention_min_pings', 30): the headline
+       rests on too few samples to read as more than an anecdote (flagged in the report). */
+    coalesce(p.during_samples, 0) < {{ var('contention_min_pings', 30) }} as low_sample,
+    {{ var('contention_min_pings', 30) }} as min_pings,
     p.during_over_threshold,
     ping.calls as victim_server_calls,
     ping.usec / nullif(ping.calls, 0) as victim_usec_per_call,
@@ -91,6 +112,7 @@ select
        of SORT). */
     p.during_mean_us / nullif(sort.usec / nullif(sort.calls, 0), 0)
         as victim_wait_over_culprit_sort,
+    wr.wait_over_sort_windows_median,
     coalesce(l.entries, 0) as slowlog_entries,
     coalesce(l.victim_entries, 0) as victim_entries,
     coalesce(l.culprit_entries, 0) as culprit_entries,
@@ -100,4 +122,5 @@ from {{ ref('stg_contention_setup') }} as s
 left join pivoted as p on p.run_id = s.run_id and p.env = s.env
 left join counters as ping on ping.run_id = s.run_id and ping.env = s.env and ping.command = 'ping'
 left join counters as sort on sort.run_id = s.run_id and sort.env = s.env and sort.command = 'sort'
+left join window_ratios as wr on wr.run_id = s.run_id and wr.env = s.env
 left join logged as l on l.run_id = s.run_id and l.env = s.env

@@ -29,6 +29,11 @@ select
     t.baseline_median, t.baseline_n, t.change_share, t.noise_band, t.noise_share,
     t.environment_changed, t.redis_version, t.profile, t.series, t.series_started,
     t.previous_profile, t.direction, t.verdict, t.first_night,
+    /* the evidence: the recent level, the runs it rests on, the reference, the noise, the
+       test's score and p-value, the smallest visible change, the night the change began */
+    t.recent_value, t.recent_n, t.reference_median, t.reference_n, t.noise_sigma,
+    t.noise_sigma_share, t.change_score, t.p_value, t.single_p_value, t.visible_change_share,
+    t.change_since,
 from {{ ref('figure_trends') }} as t
 semi join latest_runs as l on l.run_id = t.run_id and l.env = t.env
 order by t.env, t.figure, t.subject

@@ -1,6 +1,7 @@
-/* State for figure_trends: the last 37 points of each comparable series (environment, figure,
-   subject, series, baseline key), enough for its 31-run confirming baseline, its 7-run rolling
-   line and the verdict of its latest point. An update replaces the tails of the figures its
+/* State for figure_trends: the last 30 + max(k, k_max, 7) points of each comparable series
+   (environment, figure, subject, series, baseline key; k and k_max = verdict_recent_runs and
+   verdict_max_recent_runs): enough for its reference (the 30 runs before the last k), its
+   recent runs, its 7-run rolling line, and the verdict and change night of its latest point. An update replaces the tails of the figures its
    batch extends. */
 {{ config(incremental_strategy='delete+insert', unique_key=['env', 'figure', 'subject']) }}
 -- depends_on: {{ ref('figure_trends') }}
@@ -8,7 +9,7 @@
 with batch_points as (
     select
         t.env, t.figure, t.subject, t.run_id, t.started_at, t.value, t.judged_value,
-        t.profile, t.series, t.baseline_key, t.verdict,
+        t.profile, t.series, t.baseline_key, t.verdict, t.change_since, t.saturated,
     from {{ ref('figure_trends') }} as t
     semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = t.run_id and b.env = t.env
 ),
@@ -17,7 +18,7 @@ prior as (
     {% if is_incremental() %}
     select
         t.env, t.figure, t.subject, t.run_id, t.started_at, t.value, t.judged_value,
-        t.profile, t.series, t.baseline_key, t.verdict,
+        t.profile, t.series, t.baseline_key, t.verdict, t.change_since, t.saturated,
     from {{ this }} as t
     semi join (select distinct env, figure, subject from batch_points) as c
         on c.env = t.env and c.figure = t.figure and c.subject = t.subject
@@ -35,4 +36,4 @@ points as (
 select * from points
 qualify row_number() over (
     partition by env, figure, subject, series, baseline_key order by started_at desc, run_id desc
-) <= 37
+) <= {{ 30 + [var('verdict_recent_runs'), var('verdict_max_recent_runs'), 7] | max }}

@@ -58,6 +58,8 @@ long as (
            ks_server_cpu_peak_share, ks_keys_touched
         into name figure value value
     )
+    /* An empty key space has nothing to scan: no cost, share or rate of it is a figure. */
+    where keys_sampled > 0 or figure = 'ks_keys_sampled'
     union all by name
     select run_id, env, figure, prefix as subject, value, keys_sampled as samples,
     from (

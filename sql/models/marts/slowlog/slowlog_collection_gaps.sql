@@ -176,6 +176,16 @@ span_overlap as (
     group by r.run_id, r.env
 ),
 
+products as (
+    /* The server's own name and version from its fingerprint (Valkey 8.1.8 answers
+       redis_version 7.2.4): looked up by server run id, for the batch's servers only. */
+    select server_run_id, any_value(server_product) as server_product,
+           any_value(server_version) as server_version,
+    from {{ ref('env_facts') }}
+    where server_run_id in (select server_run_id from fresh)
+    group by server_run_id
+),
+
 new_entries as (
     select
         d.run_id,
@@ -191,7 +201,10 @@ select
     r.run_id,
     r.env,
     r.server_run_id,
-    r.redis_version,
+    r.redis_version,        /* what INFO answers: a compatibility version on Valkey */
+    /* The server's own product and version (fingerprint; else what redis_version says) */
+    coalesce(p.server_product, 'redis') as server_product,
+    coalesce(p.server_version, r.redis_version) as server_version,
     r.collected_at,
     r.slowlog_len,
     r.slowlog_max_len,
@@ -223,3 +236,4 @@ select
 from ranges as r
 left join span_overlap as o on o.run_id = r.run_id and o.env = r.env
 left join new_entries as n on n.run_id = r.run_id and n.env = r.env
+left join products as p on p.server_run_id = r.server_run_id

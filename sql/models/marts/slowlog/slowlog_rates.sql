@@ -27,6 +27,10 @@ windowed as (
         count(run_id) filter (loss_status = 'unknown') over last_24h as unknown_intervals_24h,
         count(run_id) over last_24h as collections_24h,
         median(gap_since_previous_s) over last_24h as median_gap_s,
+        /* The busiest interval: ids logged in it (kept or lost), and the most lost in one. */
+        max(ids_logged) filter (ids_logged is not null and interval_s > 0) over last_24h
+            as max_ids_one_interval_24h,
+        max(lost_entries) over last_24h as max_lost_one_interval_24h,
     from lookback
     window last_24h as (
         partition by env order by collected_at

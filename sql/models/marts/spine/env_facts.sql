@@ -138,6 +138,10 @@ pivoted as (
         string_agg(
             replace(key, ' refused', '') || ' ' || value, '; ' order by key
         ) filter (section = 'tools' and key like '% refused') as tools_refused,
+        /* INFO modules, one 'name ver' per module: 'graph 41603, vectorset 1' (null when
+           none is loaded, or for fingerprints from before modules were kept). */
+        string_agg(key || ' ' || value, ', ' order by key)
+            filter (section = 'modules') as server_modules,
     from source
     group by run_id, env
 ),

@@ -10,5 +10,7 @@ select
     r.unknown_intervals_24h,
     r.collections_24h,
     r.median_gap_s / 60 as median_gap_min,
+    r.max_ids_one_interval_24h,
+    r.max_lost_one_interval_24h,
 from {{ ref('slowlog_collection_gaps') }} as g
 left join {{ ref('slowlog_rates') }} as r on r.run_id = g.run_id and r.env = g.env
