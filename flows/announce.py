@@ -11,7 +11,7 @@ from yardstick.storage import warehouse
 
 # A payload stays readable and small: the moved figures, worst first, up to this many.
 MAX_FIGURES = 50
-# Event names per overall verdict (the sql/models/reports/verdicts.sql `verdict` column).
+# Event names per overall verdict (the sql/models/reports/history/verdicts.sql `verdict` column).
 EVENTS = {
     "regression": "yardstick.regression",
     "environment changed": "yardstick.environment-changed",

@@ -147,12 +147,12 @@ def headline_rows(figures: list[dict], names: list[str], across: str = "subjects
 def _latest_runs(con: duckdb.DuckDBPyConnection, run_id: str | None) -> list[dict]:
     """The run rows to report: those of `run_id`, or each environment's latest."""
     if run_id:
-        return _rows(con, "select * from stg_runs where run_id = ? order by env", [run_id])
+        return _rows(con, "select * from runs where run_id = ? order by env", [run_id])
     # Collections land a run every few minutes; a report shows the latest full run, which
     # the warehouse keeps per environment (sql/models/marts/history/latest_full_runs.sql).
     return _rows(
         con,
-        "select r.* from stg_runs as r semi join latest_full_runs as l"
+        "select r.* from runs as r semi join latest_full_runs as l"
         " on l.run_id = r.run_id and l.env = r.env order by r.env",
     )
 
@@ -169,9 +169,7 @@ def environment_context(con: duckdb.DuckDBPyConnection, run: dict) -> dict:
     families: dict[str, list[dict]] = {}
     for figure in figures:
         families.setdefault(figure["family"], []).append(figure)
-    steps = _rows(
-        con, "select * from stg_steps where run_id = ? and env = ? order by started_at", key
-    )
+    steps = _rows(con, "select * from steps where run_id = ? and env = ? order by started_at", key)
     tables = _report_tables(con, key)
     return {
         "run": run,

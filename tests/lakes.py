@@ -12,9 +12,11 @@ Compose a run from small pieces; each lands one table (or a family's tables) of 
     benchmark(run, [cell("SET", 1, 1, 1e5), cell("SET", 1, 16, 1e6)])
 
 and `memtier`, `intrinsic`, `latencystats`, `commandstats_snapshot` (the counters family, in
-collections too), `slowlog_collection`. A piece lands exactly the rows it is given or says
-it builds; nothing is random unless an `rng` is passed (seed it). Without `runs_row` a run is
-one killed before it could land its run row (the warehouse lists it as crashed).
+collections too), `slowlog_collection`, `transport`, and `recorded` (the tables one real run
+of some families landed, replayed at another time: tests/samples/recorded_families.json). A
+piece lands exactly the rows it is given or says it builds; nothing is random unless an `rng`
+is passed (seed it). Without `runs_row` a run is one killed before it could land its run row
+(the warehouse lists it as crashed).
 
 Imported by the tests as `from lakes import ...` (tests/ is on sys.path, as for conftest).
 """
@@ -369,3 +371,41 @@ def slowlog_collection(
             for n, i in enumerate(ids)
         ],
     )
+
+
+def transport(run: Run, rounds: Iterable[tuple[float, float, float, float]]) -> None:
+    """The transport family's paired rounds: per round (direct rps, direct mean rtt µs,
+    forwarded rps, forwarded mean rtt µs), 100 samples a side."""
+    rows = []
+    for rnd, (direct_rps, direct_rtt_us, fwd_rps, fwd_rtt_us) in enumerate(rounds):
+        for side, rps, rtt_us in (
+            ("direct", direct_rps, direct_rtt_us),
+            ("forwarded", fwd_rps, fwd_rtt_us),
+        ):
+            rows.append(
+                {
+                    "round": rnd,
+                    "side": side,
+                    "env_measured": side,
+                    "samples": 100,
+                    "rtt_mean_us": rtt_us,
+                    "rtt_min_us": rtt_us / 2,
+                    "rps": float(rps),
+                }
+            )
+    run.write("transport", rows)
+
+
+def recorded(run: Run, tables: Mapping[str, list[dict]], recorded_at: datetime) -> None:
+    """Land the rows one real run recorded (tests/samples/recorded_families.json: table ->
+    rows, timestamps as {"__dt__": iso}) as this run's, every timestamp moved by the same
+    offset so the run starts at `run.at` as the recording started at `recorded_at`."""
+    shift = run.at - recorded_at
+
+    def value(v):
+        if isinstance(v, dict) and set(v) == {"__dt__"}:
+            return datetime.fromisoformat(v["__dt__"]) + shift
+        return v
+
+    for table, rows in tables.items():
+        run.write(table, [{k: value(v) for k, v in row.items()} for row in rows])

@@ -139,7 +139,7 @@ def test_render_charts_writes_three_valid_svgs_for_a_run_with_history(built, tmp
     con = warehouse.connect_read_only(path)
     try:
         run = con.execute(
-            "select * from stg_runs where run_id = ? and env = 'steady'", [latest["steady"]]
+            "select * from runs where run_id = ? and env = 'steady'", [latest["steady"]]
         ).fetchone()
         names = [d[0] for d in con.description]
         charts = render_charts(con, tmp_path, dict(zip(names, run, strict=True)))

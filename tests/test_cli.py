@@ -239,11 +239,11 @@ def test_report_and_trend_without_data_are_one_line(tmp_path):
     runner = CliRunner()
     result = runner.invoke(cli.app, ["report", "--lake", str(tmp_path / "nolake")])
     assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
-    corrupt = (
-        tmp_path / "lake" / "runs" / "env=a" / "date=2026-01-01" / "20260101T000000Z-0.parquet"
-    )
+    # A damaged table log (a stray Parquet file is no damage: a Delta reader ignores files its
+    # log does not name).
+    corrupt = tmp_path / "lake" / "runs" / "_delta_log" / "00000000000000000000.json"
     corrupt.parent.mkdir(parents=True)
-    corrupt.write_bytes(b"not parquet")
+    corrupt.write_bytes(b"not json")
     result = runner.invoke(
         cli.app,
         [

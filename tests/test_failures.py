@@ -71,13 +71,13 @@ def test_unreachable_environment_fails_alone_and_earlier_data_survives(
     con = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
     runs = dict(
         con.execute(
-            "select env, (status, error) from stg_runs where run_id = ?", [summary.run_id]
+            "select env, (status, error) from runs where run_id = ?", [summary.run_id]
         ).fetchall()
     )
     assert runs["good"] == ("ok", None)
     assert runs["dead"][0] == "failed" and "connect" in runs["dead"][1].lower()
     dead_steps = con.execute(
-        "select status from stg_steps where run_id = ? and env = 'dead'", [summary.run_id]
+        "select status from steps where run_id = ? and env = 'dead'", [summary.run_id]
     ).fetchall()
     assert dead_steps and "ok" not in {s for (s,) in dead_steps} and ("failed",) in dead_steps
     good_figures = {

@@ -98,7 +98,7 @@ def _run(tmp_path: Path, env: Environment, profile: Profile, families: list[str]
 def _steps(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, tuple[str, str]]:
     """family -> (status, reason) of the run's steps."""
     rows = con.execute(
-        "select family, status, reason from stg_steps where run_id = ? and env = 'scratch'",
+        "select family, status, reason from steps where run_id = ? and env = 'scratch'",
         [run_id],
     ).fetchall()
     return {family: (status, reason or "") for family, status, reason in rows}

@@ -285,7 +285,7 @@ def test_a_profile_switch_starts_a_new_series_with_a_marker(con, history):
 
 def test_a_crashed_runs_files_are_excluded_and_listed(con, history):
     crashed = history[1]["crashed"][3]
-    for table in ("figures", "figure_trends", "stg_runs"):
+    for table in ("figures", "figure_trends", "runs"):
         assert (
             con.execute(f"select count(*) from {table} where run_id = ?", [crashed]).fetchone()[0]
             == 0

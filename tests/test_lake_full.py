@@ -106,7 +106,7 @@ def test_a_lake_that_fills_mid_run_keeps_what_landed_and_reports_it(redis_server
         # The warehouse and the reports hold what landed.
         con = duckdb.connect(str(tmp_path / "w" / "warehouse.duckdb"), read_only=True)
         try:
-            runs = dict(con.execute("select env, status from stg_runs").fetchall())
+            runs = dict(con.execute("select env, status from runs").fetchall())
         finally:
             con.close()
         assert runs == {"first": "ok"}

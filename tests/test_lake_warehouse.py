@@ -146,7 +146,7 @@ def test_an_older_table_lacking_a_column_loads_with_that_column_null(tmp_path, m
     con = duckdb.connect(str(warehouse.build(lake_dir, tmp_path / "w.duckdb")), read_only=True)
     rows = con.execute(
         "select env, run_id, schema_version, status, duration_s, host_group, tool_version"
-        " from stg_runs order by started_at"
+        " from runs order by started_at"
     ).fetchall()
     assert rows[0] == ("legacy", old_run, 0, "ok", 9.5, None, None)
     # Rows of the current schema keep their values for the same columns.
@@ -162,7 +162,7 @@ def test_a_lake_of_only_old_rows_still_builds(tmp_path):
         tmp_path / "lake", old_run, columns, {"status": "failed", "error": "ConnectionError"}
     )
     con = duckdb.connect(str(warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")))
-    assert con.execute("select env, status, profile, mode from stg_runs").fetchall() == [
+    assert con.execute("select env, status, profile, mode from runs").fetchall() == [
         ("legacy", "failed", None, None)
     ]
     con.close()

@@ -56,7 +56,7 @@ def test_memory_sections_on_scratch_and_read_only(prefect_server, redis_server, 
     con = duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
     steps = dict(
         con.execute(
-            "select family, status from stg_steps where env = 'site' and run_id = ?", [run_id]
+            "select family, status from steps where env = 'site' and run_id = ?", [run_id]
         ).fetchall()
     )
     assert steps["memory"] == "skipped" and steps["keyspace"] == "ok"

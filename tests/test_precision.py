@@ -204,7 +204,7 @@ def section(con: duckdb.DuckDBPyConnection, env: str, family: str) -> str:
     """One family's report section for the latest run of `env`."""
     from yardstick.reports.render import _jinja, environment_context
 
-    run_id = con.execute("select max(run_id) from stg_runs where env = ?", [env]).fetchone()[0]
+    run_id = con.execute("select max(run_id) from runs where env = ?", [env]).fetchone()[0]
     context = environment_context(con, {"run_id": run_id, "env": env})
     return _jinja().get_template(f"sections/{family}.md.j2").render(**context)
 
@@ -220,7 +220,7 @@ def test_a_run_under_a_cpu_hog_is_flagged_saturated(built):
         " where env = 'hogged'"
     ).fetchone()
     assert saturated and per_core > 1 and families == "fingerprint", per_core
-    run = built.execute("select * from stg_runs where run_id = ?", [run_id]).fetchone()
+    run = built.execute("select * from runs where run_id = ?", [run_id]).fetchone()
     names = [d[0] for d in built.description]
     jinja = _jinja()
     context = environment_context(built, dict(zip(names, run, strict=True)))

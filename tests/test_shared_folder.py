@@ -16,7 +16,7 @@ import pytest
 from conftest import finish, start_yardstick, uvicorn_like_the_cli, write_config
 
 from yardstick.app import prefect_server
-from yardstick.storage import warehouse
+from yardstick.storage import lake, warehouse
 
 # Two runs of one folder: the server kind changes nothing.
 pytestmark = [pytest.mark.e2e, pytest.mark.server_agnostic]
@@ -53,15 +53,12 @@ def test_two_runs_in_one_folder_both_finish_and_both_are_kept(start_redis, tmp_p
     out = tmp_path / "reports-out"
     assert {"cron.md", "by-hand.md", "index.md", "comparison.md"} <= {p.name for p in out.iterdir()}
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no temporary file
-    landed = {
-        path.parent.parent.name.removeprefix("env="): path.stem
-        for path in (tmp_path / "lake" / "runs").glob("env=*/period=*/*.parquet")
-    }
+    landed = dict(lake.complete_runs(tmp_path / "lake"))
     assert set(landed) == {"cron", "by-hand"}
     con = warehouse.connect_read_only(tmp_path / "warehouse.duckdb")
     try:
         held = con.execute(
-            "select env, run_id, count(*) from stg_runs group by env, run_id order by env"
+            "select env, run_id, count(*) from runs group by env, run_id order by env"
         ).fetchall()
         loaded = con.execute(
             f"select env, run_id, count(*) from {warehouse.LOADED} group by env, run_id"
@@ -188,7 +185,7 @@ def test_an_update_waits_for_a_reader_of_another_process_and_says_whom(tmp_path)
             update.wait()
     con = warehouse.connect_read_only(path)
     try:
-        held = con.execute("select run_id, count(*) from stg_runs group by run_id").fetchall()
+        held = con.execute("select run_id, count(*) from runs group by run_id").fetchall()
     finally:
         con.close()
     assert sorted(held) == [(first, 1), (second, 1)]

@@ -223,7 +223,7 @@ def test_the_hub_worker_runs_no_site_part_and_a_site_without_worker_is_missing(
         r[0]: dict(zip(columns, r[1:], strict=True))
         for r in con.execute(
             "select env, site, status, prober_hostname, prober_pid, worker_pid, flow_run_id,"
-            " error from stg_runs"
+            " error from runs"
         ).fetchall()
     }
     with get_client(sync_client=True) as client:
@@ -231,7 +231,7 @@ def test_the_hub_worker_runs_no_site_part_and_a_site_without_worker_is_missing(
         site_runs = {
             site: client.read_flow_run(rows[f"cache-{site}"]["flow_run"]) for site in sites[1:]
         }
-    (run_id,) = {r[0] for r in con.execute("select run_id from stg_runs").fetchall()}
+    (run_id,) = {r[0] for r in con.execute("select run_id from runs").fetchall()}
     verdicts = dict(con.execute("select env, verdict from verdicts").fetchall())
     reasons = dict(con.execute("select env, missing_reason from verdicts").fetchall())
     assert set(rows) == {f"cache-{site}" for site in sites}

@@ -33,3 +33,17 @@ from {{ relation }}
 where value is not null
 group by run_id, env, figure, subject
 {% endmacro %}
+
+{# Every family whose figures the measures union takes, each from its model
+   models/marts/<family>/measures_<family>.sql: the one list of them. A list, not a loop
+   over the graph: dbt records a model's refs while parsing, before the graph exists, so a
+   ref found only by walking the graph would be refused at run time.
+   tests/test_sql_layout.py fails when this list, the registry's families (tasks/), the
+   measures_<family> models, the family folders and the catalog's families disagree. #}
+{% macro measure_families() %}
+{{ return([
+    'agreement', 'contention', 'counters', 'intrinsic', 'keyspace', 'latency_monitor',
+    'memory', 'memtier', 'round_trip', 'slow_commands', 'slowlog', 'throughput',
+    'topology', 'transport',
+]) }}
+{% endmacro %}

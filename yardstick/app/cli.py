@@ -675,7 +675,7 @@ def trend(
     from yardstick.reports.render import fmt
 
     con = _open_warehouse(warehouse, ctx)
-    envs = [r[0] for r in con.execute("select distinct env from stg_runs").fetchall()]
+    envs = [r[0] for r in con.execute("select distinct env from runs").fetchall()]
     figures = [r[0] for r in con.execute("select figure from figure_catalog").fetchall()]
     if env not in envs:
         fail(f"--env: no environment {env!r} in {warehouse} ({_close(env, envs)})")
@@ -812,6 +812,10 @@ _CHANGES_SHOWN = {
     "noise_share", "verdict", "first_night", "run_id", "started_at", "better", "baseline_n",
     "noise_band", "environment_changed", "redis_version", "profile", "series",
     "series_started", "previous_profile", "direction",
+    # The verdict's evidence: in the table as report_changes' sentence, in CSV/JSON as columns.
+    "recent_value", "recent_k", "recent_n", "reference_median", "reference_n", "noise_sigma",
+    "noise_sigma_share", "change_score", "p_value", "single_p_value", "visible_change_share",
+    "change_since",
 }  # fmt: skip
 
 
@@ -873,17 +877,26 @@ def changes(
     for s in summaries:
         line = (
             f"{s['env']}: {s['verdict']} — {s['judged']} of {s['figures']} figures judged"
-            f" ({s['noisy']} too noisy to see a 5 % change, {s['new']} without enough history"
+            f" ({s['noisy']} too noisy to see a {s['min_change_share'] * 100:g} % change,"
+            f" {s['new']} without {s['min_baseline_runs']} comparable runs yet"
         )
         line += f", {s['new_series']} in a new series)" if s.get("new_series") else ")"
         listing.say(console, line)
     if rows:
+        evidence = {
+            (e["env"], e["figure"], e["subject"]): e["evidence"]
+            for e in _records(
+                con,
+                "select env, figure, subject, evidence from report_changes where env in ?",
+                chosen,
+            )
+        }
         extra = [c for c in columns if c not in _CHANGES_SHOWN]
         head = ["environment", "figure", "subject", "nature", "value", "baseline", "change"]
         colours = {"regression": "red", "improvement": "green", "unconfirmed": "yellow"}
         shown = []
         for r in rows:
-            share, band = r["change_share"], r["noise_share"]
+            share = r["change_share"]
             shown.append(
                 [
                     r["env"],
@@ -893,13 +906,13 @@ def changes(
                     fmt(r["value"], r["unit"]),
                     fmt(r["baseline_median"], r["unit"]),
                     f"{share * 100:+.1f} %" if share is not None else "",
-                    f"± {band * 100:.1f} %" if band is not None else "",
                     f"{r['verdict']}{' (new tonight)' if r['first_night'] else ''}",
+                    evidence.get((r["env"], r["figure"], r["subject"])) or "",
                     *("" if r[c] is None else str(listing.plain(r[c])) for c in extra),
                 ]
             )
         table = listing.Listing(
-            [*head, "noise band", "verdict", *extra],
+            [*head, "verdict", "evidence", *extra],
             shown,
             title="tonight's verdict (the latest full run of each environment)",
             shown=shown,

@@ -113,7 +113,7 @@ def expected_durations(warehouse: Path, profile: str) -> dict[tuple[str, str], f
     except duckdb.Error:
         return {}
     try:
-        steps, runs = _relation(con, "stg_steps"), _relation(con, "stg_runs")
+        steps, runs = _relation(con, "steps"), _relation(con, "runs")
         if steps is None or runs is None:
             return {}
         rows = con.execute(

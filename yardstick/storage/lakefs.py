@@ -215,6 +215,11 @@ def storage_errors(what: str, path: object) -> Iterator[None]:
             raise OSError(code, os.strerror(code), f"{path}: {what} failed") from None
         if isinstance(exc, OSError) or module.startswith(("botocore", "aiobotocore", "aiohttp")):
             raise StorageError(f"{path}: {what} failed ({describe_error(exc)})") from None
+        if _is_delta(exc) and not is_remote(path):
+            # A local table the tool cannot read (a damaged log): one line, not delta-rs's
+            # multi-line report with its Rust backtrace.
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StorageError(f"{path}: {what} failed ({first[:300]})") from None
         raise
 
 

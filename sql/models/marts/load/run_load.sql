@@ -15,13 +15,14 @@ per_run as (
         env,
         count(*) as families_sampled,
         max(load_per_core) as load_per_core_max,
-        arg_max(family, load_per_core) as busiest_family,
+        -- Ties broken by name: an incremental update and a rebuild must agree.
+        first(family order by load_per_core desc nulls last, family) as busiest_family,
         max(busy_share_max) as busy_share_max,
         max(run_queue_max) as run_queue_max,
         max(load_1m_max) as load_1m_max,
         any_value(cores) as cores,
         bool_or(on_server_host) as on_server_host,
-        string_agg(family, ', ' order by first_sampled_at) filter (saturated)
+        string_agg(family, ', ' order by first_sampled_at, family) filter (saturated)
             as saturated_families,
     from families
     group by run_id, env

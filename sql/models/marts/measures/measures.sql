@@ -4,11 +4,7 @@
    their rows stay in their families' own marts. For a run whose detail retention dropped,
    the family's figures come from what the lake kept (stg_retained_measures), not from what
    is left of its raw rows. */
-{% set families = [
-    'round_trip', 'intrinsic', 'throughput', 'memtier', 'transport',
-    'slowlog', 'latency_monitor', 'counters', 'slow_commands', 'contention', 'agreement',
-    'memory', 'keyspace', 'topology',
-] %}
+{% set families = measure_families() %}
 
 with family_measures as (
     {% for family in families %}

@@ -7,6 +7,6 @@ select
     e.previous_master_address,
     e.environment_changed,
 from {{ ref('topology_runs') }} as t
-join {{ ref('stg_runs') }} as r on r.run_id = t.run_id and r.env = t.env
+join {{ ref('runs') }} as r on r.run_id = t.run_id and r.env = t.env
 left join {{ ref('run_environment') }} as e on e.run_id = t.run_id and e.env = t.env
 where {{ is_full_run('r.profile') }}

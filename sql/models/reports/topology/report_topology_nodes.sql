@@ -4,7 +4,7 @@
 with nodes as (
     select n.*,
     from {{ ref('topology_members') }} as n
-    join {{ ref('stg_runs') }} as r on r.run_id = n.run_id and r.env = n.env
+    join {{ ref('runs') }} as r on r.run_id = n.run_id and r.env = n.env
     where {{ is_full_run('r.profile') }}
 ),
 
@@ -26,7 +26,7 @@ member_steps as (
     select s.run_id, s.env,
            string_agg(s.family || ' ' || s.status, ', ' order by s.family)
                filter (s.status not in ('ok', 'skipped')) as steps_not_ok,
-    from {{ ref('stg_steps') }} as s
+    from {{ ref('steps') }} as s
     semi join nodes as n on n.run_id = s.run_id and n.member = s.env
     group by s.run_id, s.env
 )

@@ -1,0 +1,93 @@
+"""The warehouse as a DuckDB user meets it: the duckdb CLI from PyPI (duckdb-cli 1.5, the
+test extra) opens the file read-only, and the models' yml descriptions are DuckDB comments."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from lakes import benchmark, cell, fingerprint, new_run, runs_row, steps
+
+from yardstick.storage import warehouse
+
+# The CLI the README names: installed into the virtualenv by the test extra.
+CLI = Path(sys.executable).with_name("duckdb")
+# Models (and the seed) whose every column is described: the issue's four first.
+DESCRIBED = (
+    "figures",
+    "measures",
+    "figure_trends",
+    "verdicts",
+    "changes",
+    "runs",
+    "steps",
+    "latest_full_runs",
+    "figure_catalog",
+)
+START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+
+
+def _cli(path: Path, sql: str) -> list[dict]:
+    """Rows of `sql` run by the duckdb CLI on the file opened read-only (JSON output)."""
+    done = subprocess.run(
+        [str(CLI), "-readonly", "-json", str(path), "-c", sql],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout or "[]")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """A warehouse of two throughput runs of one environment."""
+    root = tmp_path_factory.mktemp("cli")
+    for day in range(2):
+        run = new_run(root / "lake", "alpha", START + timedelta(days=day))
+        steps(run, ["throughput"])
+        runs_row(run)
+        fingerprint(run)
+        benchmark(run, [cell("SET", 1, 1, 50_000.0), cell("SET", 1, 16, 400_000.0)])
+    warehouse.build(root / "lake", root / "w.duckdb")
+    return root / "w.duckdb"
+
+
+def test_pinned_cli_is_the_1_5_line():
+    """The CLI in the virtualenv is the 1.5 line the README names (the file's storage version)."""
+    version = subprocess.run([str(CLI), "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("v1.5."), version.stdout
+
+
+def test_cli_opens_the_warehouse_read_only(built):
+    """The CLI reads figures from the file the tool wrote, without writing to it."""
+    before = built.stat().st_mtime_ns
+    rows = _cli(built, "select count(*) as n from figures")
+    assert rows[0]["n"] > 0
+    assert built.stat().st_mtime_ns == before
+
+
+def test_models_carry_their_descriptions(built):
+    """Each described model has a comment, and so has every one of its columns (figures first:
+    the issue's test), read through the CLI as a DuckDB user reads them."""
+    relations = _cli(
+        built,
+        "select table_name as name, comment from duckdb_tables() "
+        "union all select view_name, comment from duckdb_views()",
+    )
+    comments = {row["name"]: row["comment"] for row in relations}
+    columns = _cli(
+        built,
+        "select table_name, column_name, comment from duckdb_columns() "
+        f"where table_name in {DESCRIBED!r}",
+    )
+    for model in DESCRIBED:
+        assert (comments.get(model) or "").strip(), f"{model} has no comment"
+        named = [row for row in columns if row["table_name"] == model]
+        assert named, f"{model} has no columns"
+        bare = [row["column_name"] for row in named if not (row["comment"] or "").strip()]
+        assert not bare, f"{model} columns without a comment: {bare}"
