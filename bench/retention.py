@@ -10,8 +10,8 @@ and written as JSON (--json; bench/readme_table.py turns it into the README's ta
         [--keys 200000] [--detail-days 30] [--workers 2] [--root /work/bench-tmp] [--no-double]
         [--rounds 3] [--json PATH]
 
-Small check: --envs 2 --days 4 --collections-per-day 12 --keys 500 --rounds 1 (about a minute;
-tests/test_bench_retention.py runs it).
+Small check: --envs 2 --days 4 --collections-per-day 4 --keys 500 --rounds 1 (a minute and a
+half, nearly all of it the six warehouse updates; tests/test_bench_retention.py runs it).
 
 Nights and collections are shaped like real ones (bench/_schedule.py, from bench/real_shape.json:
 every table a real scratch nightly, read-only nightly and collection landed, with their row
