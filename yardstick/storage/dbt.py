@@ -422,11 +422,70 @@ def _invoke(
                 outcome = runner.invoke(argv)
         finally:
             _close_duckdb()
+        if args[0] in {"build", "run", "seed"} and outcome.exception is None and outcome.success:
+            persist_docs(warehouse_path, project or project_dir())
     if parse_events:
         mode = parse_events[-1]
     else:
         mode = "full parse: no saved parse" if not had_parse else "full parse"
     return outcome, nodes, mode
+
+
+def persist_docs(warehouse_path: Path, project: Path) -> int:
+    """Write the yml descriptions of every model and seed in the warehouse as DuckDB comments,
+    in one transaction (dbt's own persist_docs costs queries per model); returns how many."""
+    import duckdb
+    import yaml
+
+    described: dict[str, dict] = {}
+    for path in sorted([*project.glob("models/**/*.yml"), *project.glob("seeds/**/*.yml")]):
+        spec = yaml.safe_load(path.read_text()) or {}
+        for node in [*(spec.get("models") or []), *(spec.get("seeds") or [])]:
+            described[node["name"]] = node
+    con = duckdb.connect(str(warehouse_path), config=duckdb_settings())
+    try:
+        kinds = {
+            name: (schema, kind)
+            for schema, name, kind in con.execute(
+                "select schema_name, table_name, 'TABLE' from duckdb_tables()"
+                " union all select schema_name, view_name, 'VIEW' from duckdb_views()"
+                " where not internal"
+            ).fetchall()
+        }
+        columns = set(
+            con.execute("select table_name, column_name from duckdb_columns()").fetchall()
+        )
+        statements = []
+        for name, node in described.items():
+            if name not in kinds:  # ephemeral, or not built in this warehouse
+                continue
+            schema, kind = kinds[name]
+            target = f"{_ident(schema)}.{_ident(name)}"
+            if node.get("description"):
+                statements.append(f"comment on {kind} {target} is {_literal(node['description'])}")
+            for column in node.get("columns") or []:
+                if (name, column["name"]) in columns and column.get("description"):
+                    statements.append(
+                        f"comment on column {target}.{_ident(column['name'])}"
+                        f" is {_literal(column['description'])}"
+                    )
+        con.execute("begin")
+        for statement in statements:
+            con.execute(statement)
+        con.execute("commit")
+        return len(statements)
+    finally:
+        con.close()
+
+
+def _ident(name: str) -> str:
+    """A quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    """A quoted SQL string literal."""
+    return "'" + text.strip().replace("'", "''") + "'"
 
 
 # How often a stopped build's open DuckDB queries are cancelled until dbt returns.
