@@ -287,9 +287,9 @@ class Judged:
 def read_verdicts(wh: Path, data: dict[str, np.ndarray], replicates: int, nights: int) -> Judged:
     """Per scenario, replicates × nights verdicts from figure_trends, after checking that every
     landed point is there with its value as the judged value."""
-    import duckdb
+    from yardstick.storage import warehouse
 
-    con = duckdb.connect(str(wh), read_only=True)
+    con = warehouse.connect_read_only(wh)
     try:
         cols = con.execute(
             "select env, figure, split_part(subject, '#', 1) as name, "

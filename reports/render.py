@@ -211,13 +211,13 @@ def _report_tables(con: duckdb.DuckDBPyConnection, key: list[str]) -> dict[str, 
     names = [
         r[0]
         for r in con.execute(
-            "select view_name from duckdb_views() where view_name like 'report\\_%' escape '\\'"
-            " order by view_name"
+            "select view_name from duckdb_views() where schema_name = 'reports'"
+            " and view_name like 'report\\_%' escape '\\' order by view_name"
         ).fetchall()
     ]
     return {
         name.removeprefix("report_"): _rows(
-            con, f"select * from {name} where run_id = ? and env = ?", key
+            con, f"select * from reports.{name} where run_id = ? and env = ?", key
         )
         for name in names
     }

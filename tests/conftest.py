@@ -15,11 +15,14 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "tests" / "samples"
 
 # pytest-xdist runs tests in several processes: each gets its own Prefect home and dbt state
-# folder, so that no two processes share a SQLite file or wait on one dbt state lock.
+# folder, so that no two processes share a SQLite file or wait on one dbt state lock. Both
+# inside the project: two clones on one machine never share them.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "main")
-os.environ.setdefault(
-    "YARDSTICK_DBT_STATE", str(Path.home() / ".cache" / "yardstick" / f"dbt-pytest-{_WORKER}")
-)
+_DBT_STATE = REPO / ".yardstick" / "pytest-dbt"
+# xdist's workers inherit the controller's environment: a value set here for "main" is replaced,
+# one the user set is kept.
+if os.environ.get("YARDSTICK_DBT_STATE", str(_DBT_STATE)).startswith(str(_DBT_STATE)):
+    os.environ["YARDSTICK_DBT_STATE"] = str(_DBT_STATE / _WORKER)
 
 # Prefect reads its settings when imported: keep its home inside the project, analytics off.
 _PREFECT_HOME = REPO / ".yardstick" / "pytest-prefect" / _WORKER
@@ -162,6 +165,27 @@ def with_debug(binary: RedisBinary, args: list[str]) -> list[str]:
     """`args`, and DEBUG allowed where the server refuses it by default (7.0+; 6.2 does not
     know the option and allows DEBUG)."""
     return [*args, "--enable-debug-command", "yes"] if binary.version >= (7, 0, 0) else args
+
+
+def open_warehouse(path: str | Path, read_only: bool = True):
+    """A warehouse file opened as the tool's readers open it: its layers on the search path
+    (`figures` for marts.figures)."""
+    import duckdb
+
+    from yardstick.storage.warehouse import use_layers
+
+    con = duckdb.connect(str(path), read_only=read_only)
+    use_layers(con)
+    return con
+
+
+def warehouse_relations(con) -> list[str]:
+    """Every table and view of a warehouse, schema-qualified ("marts"."figures")."""
+    rows = con.execute(
+        "select schema_name, table_name from duckdb_tables() union all "
+        "select schema_name, view_name from duckdb_views() where not internal order by 1, 2"
+    ).fetchall()
+    return [f'"{schema}"."{name}"' for schema, name in rows]
 
 
 def write_config(path: Path, environments: list[dict]) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import run_nightly, write_config
+from conftest import open_warehouse, run_nightly, write_config
 from topologies import Cluster, client, lake_rows, running, shared_once, start_cluster
 
 from yardstick.access.guard import READ_SUBCOMMANDS, ReadOnlyViolation, check_read_only
@@ -392,7 +392,7 @@ def test_shard_balance_names_the_hot_shard(full_run):
     """Keys loaded mostly onto one shard's slots: the figure shard_keys_balance (largest shard
     ÷ mean of the primaries, keys as each primary's fingerprint saw them) is well above 1,
     and report_shard_balance names that shard's primary as the largest."""
-    con = duckdb.connect(str(Path(full_run["folder"]) / "warehouse.duckdb"), read_only=True)
+    con = open_warehouse(Path(full_run["folder"]) / "warehouse.duckdb")
     key = [full_run["run_id"], ENV]
     figure = con.execute(
         "select value, nature from figures where run_id = ? and env = ?"

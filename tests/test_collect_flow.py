@@ -3,11 +3,10 @@ twice; the lake gets SLOWLOG, latency-monitor and commandstats tables, nothing e
 
 from __future__ import annotations
 
-import duckdb
 import pyarrow.parquet as pq
 import pytest
 import redis
-from conftest import write_config
+from conftest import open_warehouse, write_config
 
 from yardstick.flows.collect import COLLECT_FAMILIES, collect
 from yardstick.storage import warehouse
@@ -66,7 +65,7 @@ def test_collect_flow_on_scratch_and_read_only(prefect_server, start_redis, tmp_
     assert {r["profile"] for r in pq.read_table(lake_dir / "runs").to_pylist()} == {"collect"}
 
     warehouse.build(lake_dir, tmp_path / "w.duckdb")
-    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    con = open_warehouse(tmp_path / "w.duckdb")
     # Collections are not figures (105,000 runs a year per environment): what they found is
     # read from the collection marts.
     assert (

@@ -10,11 +10,10 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pytest
 import redis
-from conftest import with_debug
+from conftest import open_warehouse, with_debug
 
 from yardstick.flows.collect import collect_context, collect_environments, collect_profile
 from yardstick.flows.landing import run_family
@@ -87,7 +86,7 @@ def rows_of(lake_dir: Path, table: str, run_id: str, env: str = "s") -> list[dic
 
 def gaps(path: Path, env: str = "s") -> list[tuple]:
     """The gaps mart's loss figures per collection of `env`, oldest first."""
-    con = duckdb.connect(str(path), read_only=True)
+    con = open_warehouse(path)
     try:
         return con.execute(
             f"select {GAP_COLUMNS} from slowlog_collection_gaps where env = ? "
@@ -100,7 +99,7 @@ def gaps(path: Path, env: str = "s") -> list[tuple]:
 
 def dedup_counts(path: Path) -> list[tuple]:
     """Entries kept once per server run (count, lowest id, highest id), by lowest id."""
-    con = duckdb.connect(str(path), read_only=True)
+    con = open_warehouse(path)
     try:
         return con.execute(
             "select count(*), min(entry_id), max(entry_id) from slowlog_entries_dedup "
@@ -187,7 +186,7 @@ def test_cursor_lands_only_new_entries_and_losses_stay_those_of_whole_queues(
     assert dedup_counts(cursor_path) == dedup_counts(whole_path)
     assert dedup_counts(cursor_path)[1] == (4, 0, 3)
     # The whole-queue lake landed every queue again; the cursor lake each entry once.
-    con = duckdb.connect(str(cursor_path), read_only=True)
+    con = open_warehouse(cursor_path)
     try:
         landed = con.execute("select count(*) from raw_slowlog_entries").fetchone()[0]
     finally:

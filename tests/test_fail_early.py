@@ -175,9 +175,12 @@ def test_report_compact_and_check_use_the_configs_lake(tmp_path, monkeypatch):
     # A warehouse that records an S3 lake: `report` without --config/--lake refuses.
     import duckdb
 
+    from yardstick.storage.warehouse import META
+
     con = duckdb.connect(str(tmp_path / "warehouse.duckdb"))
-    con.execute("create table _yardstick_meta (key varchar, value varchar)")
-    con.execute("insert into _yardstick_meta values ('lake', 's3://bucket/prod')")
+    con.execute("create schema yardstick")
+    con.execute(f"create table {META} (key varchar, value varchar)")
+    con.execute(f"insert into {META} values ('lake', 's3://bucket/prod')")
     con.close()
     for command in ("report", "compact"):
         result = runner.invoke(cli.app, [command])

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_nightly, write_config
+from conftest import open_warehouse, run_nightly, write_config
 
 from yardstick.host.embedded import free_port
 from yardstick.storage import lake
@@ -68,7 +67,7 @@ def test_unreachable_environment_fails_alone_and_earlier_data_survives(
     assert _rows_of_run(tmp_path / "lake", summary.run_id)
 
     # The failure is recorded in the lake (and so in the warehouse).
-    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
+    con = open_warehouse(tmp_path / "warehouse.duckdb")
     runs = dict(
         con.execute(
             "select env, (status, error) from runs where run_id = ?", [summary.run_id]

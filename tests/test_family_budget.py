@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import redis
-from conftest import needs_tool
+from conftest import needs_tool, open_warehouse
 from prefect import flow, task
 from prefect.utilities.annotations import quote
 
@@ -92,7 +92,7 @@ def _run(tmp_path: Path, env: Environment, profile: Profile, families: list[str]
         str(tmp_path / "w.duckdb"),
         str(tmp_path / "out"),
     )
-    return run_id, outcome, duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    return run_id, outcome, open_warehouse(tmp_path / "w.duckdb")
 
 
 def _steps(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, tuple[str, str]]:

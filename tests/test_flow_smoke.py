@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 
-import duckdb
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_nightly, write_config
+from conftest import open_warehouse, run_nightly, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -29,7 +28,7 @@ def test_flow_on_scratch_server(prefect_server, redis_server, tmp_path):
         if f.parts[-4] in spine:
             assert table.num_rows > 0
 
-    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
+    con = open_warehouse(tmp_path / "warehouse.duckdb")
     natures = {
         r[0]
         for r in con.execute(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from conftest import open_warehouse
 from lakes import benchmark, cell, fingerprint, new_run, runs_row, steps
 from typer.testing import CliRunner
 
@@ -54,7 +55,7 @@ def land_run(
 def build(tmp_path: Path) -> duckdb.DuckDBPyConnection:
     """Build the warehouse from tmp_path/lake and open it."""
     warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
-    return duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    return open_warehouse(tmp_path / "w.duckdb")
 
 
 def noisy(value: float, share: float, rng: random.Random) -> float:
@@ -161,7 +162,7 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
 
 @pytest.fixture
 def con(history):
-    connection = duckdb.connect(str(history[0] / "w.duckdb"), read_only=True)
+    connection = open_warehouse(history[0] / "w.duckdb")
     yield connection
     connection.close()
 

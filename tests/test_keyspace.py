@@ -9,7 +9,7 @@ import threading
 import duckdb
 import pytest
 import redis
-from conftest import falkordb_args
+from conftest import falkordb_args, open_warehouse
 
 from yardstick.access import keyscan
 from yardstick.access.connect import open_client
@@ -69,7 +69,7 @@ def land_and_build(tmp_path, env_name: str, measured, *more) -> duckdb.DuckDBPyC
         }
         lake.write(tmp_path / "lake", "runs", name, run_id, to_table("runs", [run]))
     warehouse.build(tmp_path / "lake", tmp_path / "wh.duckdb")
-    return duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
+    return open_warehouse(tmp_path / "wh.duckdb")
 
 
 def figure(con, name: str, subject: str = "", env: str = "site") -> float:

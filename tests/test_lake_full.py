@@ -10,9 +10,8 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
 import pytest
-from conftest import finish, start_yardstick, write_config
+from conftest import finish, open_warehouse, start_yardstick, write_config
 
 from yardstick.storage import compaction, lake
 from yardstick.storage.schemas import TABLES
@@ -104,7 +103,7 @@ def test_a_lake_that_fills_mid_run_keeps_what_landed_and_reports_it(redis_server
         assert {env for env, _ in complete} == {"first"}
 
         # The warehouse and the reports hold what landed.
-        con = duckdb.connect(str(tmp_path / "w" / "warehouse.duckdb"), read_only=True)
+        con = open_warehouse(tmp_path / "w" / "warehouse.duckdb")
         try:
             runs = dict(con.execute("select env, status from runs").fetchall())
         finally:

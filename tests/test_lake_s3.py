@@ -10,9 +10,9 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pytest
+from conftest import open_warehouse
 
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import RoundTripProfile
@@ -90,7 +90,7 @@ def _land(lake_dir: str | Path, run: tuple[str, dict[str, pa.Table]]) -> None:
 
 
 def _marts(path: Path) -> dict[str, list[tuple]]:
-    con = duckdb.connect(str(path), read_only=True)
+    con = open_warehouse(path)
     try:
         return {
             name: sorted(con.execute(f"select * from {name}").fetchall(), key=repr)
@@ -156,7 +156,7 @@ def test_an_s3_lake_gives_the_warehouse_a_local_lake_gives(measured_runs, s3_lak
     warehouse.build(url, s3_wh)
     warehouse.build(local, local_wh)
     _same(_marts(s3_wh), _marts(local_wh))
-    con = duckdb.connect(str(s3_wh), read_only=True)
+    con = open_warehouse(s3_wh)
     try:
         loaded = {r for (r,) in con.execute(f"select run_id from {warehouse.LOADED}").fetchall()}
         remembered = [p for (p,) in con.execute(f"select path from {warehouse.FILES}").fetchall()]

@@ -10,6 +10,7 @@ import duckdb
 import lakes
 import pyarrow as pa
 import pytest
+from conftest import open_warehouse
 
 from yardstick.host.embedded import RedisProcess
 from yardstick.settings.config import Environment
@@ -57,7 +58,7 @@ def lake_copy(measured_lake, tmp_path) -> Path:
 
 
 def _figures(path: Path) -> list[tuple]:
-    con = duckdb.connect(str(path), read_only=True)
+    con = open_warehouse(path)
     try:
         return sorted(con.execute("select * from figures").fetchall(), key=repr)
     finally:
@@ -143,7 +144,7 @@ def test_an_older_table_lacking_a_column_loads_with_that_column_null(tmp_path, m
     for table in lake.tables_present(measured_lake):
         lake.append(lake_dir, table, lake.read(measured_lake, table), "copy")
 
-    con = duckdb.connect(str(warehouse.build(lake_dir, tmp_path / "w.duckdb")), read_only=True)
+    con = open_warehouse(warehouse.build(lake_dir, tmp_path / "w.duckdb"))
     rows = con.execute(
         "select env, run_id, schema_version, status, duration_s, host_group, tool_version"
         " from runs order by started_at"
@@ -161,7 +162,7 @@ def test_a_lake_of_only_old_rows_still_builds(tmp_path):
     _old_runs_table(
         tmp_path / "lake", old_run, columns, {"status": "failed", "error": "ConnectionError"}
     )
-    con = duckdb.connect(str(warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")))
+    con = open_warehouse(warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb"))
     assert con.execute("select env, status, profile, mode from runs").fetchall() == [
         ("legacy", "failed", None, None)
     ]
@@ -282,7 +283,7 @@ def test_reading_a_table_with_deltalake_alone_gives_the_rows_the_warehouse_loade
         text=True,
         cwd=tmp_path,
     ).stdout  # not its exit code: delta-rs may abort at interpreter exit (delta-rs#2184)
-    con = duckdb.connect(str(target), read_only=True)
+    con = open_warehouse(target)
     try:
         loaded = con.execute(
             "select env, run_id, rtt_max_us from raw_ping_windows order by all"

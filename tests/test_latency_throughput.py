@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
-from conftest import SAMPLES, needs_tool
+from conftest import SAMPLES, needs_tool, open_warehouse
 
 from yardstick.access.benchdb import ForeignKeys
 from yardstick.access.connect import open_client
@@ -44,7 +44,7 @@ def figures_of(tmp_path: Path, env: str, tables: dict[str, pa.Table]) -> duckdb.
     for table, data in tables.items():
         lake.write(tmp_path / "lake", table, env, run_id, data)
     warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
-    return duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    return open_warehouse(tmp_path / "w.duckdb")
 
 
 # --- parsers on real outputs -------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 import redis
+from conftest import open_warehouse
 
 from yardstick.flows.plan import FAMILIES, check_families
 from yardstick.settings.config import ConfigError, Environment
@@ -62,7 +63,7 @@ def figures_of(tmp_path, measured) -> duckdb.DuckDBPyConnection:
     }
     lake.write(tmp_path / "lake", "runs", "scratch", run_id, to_table("runs", [run]))
     warehouse.build(tmp_path / "lake", tmp_path / "wh.duckdb")
-    return duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
+    return open_warehouse(tmp_path / "wh.duckdb")
 
 
 def figure(con, name: str, subject: str) -> tuple[float, int]:

@@ -4,9 +4,9 @@ built and rendered with the nightly flow's own tasks."""
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 import redis
+from conftest import open_warehouse
 from prefect import flow
 from prefect.utilities.annotations import quote
 
@@ -53,7 +53,7 @@ def test_memory_sections_on_scratch_and_read_only(prefect_server, redis_server, 
     assert [o.status for o in outcomes] == ["ok", "ok"]
     assert site.dbsize() == 520 and redis.Redis(port=redis_server.port, db=1).dbsize() == 0
 
-    con = duckdb.connect(str(tmp_path / "wh.duckdb"), read_only=True)
+    con = open_warehouse(tmp_path / "wh.duckdb")
     steps = dict(
         con.execute(
             "select family, status from steps where env = 'site' and run_id = ?", [run_id]

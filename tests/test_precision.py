@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import lakes
 import pytest
-from conftest import needs_tool
+from conftest import needs_tool, open_warehouse
 from test_slow_models import collection
 
 from yardstick.flows.landing import record_run, run_family
@@ -198,7 +198,7 @@ def built(prefect_server, tmp_path_factory) -> Iterator[duckdb.DuckDBPyConnectio
     for table, data in measured.tables.items():
         lake.write(lake_dir, table, "empty", run.run_id, data)
     warehouse.build(lake_dir, root / "w.duckdb")
-    con = duckdb.connect(str(root / "w.duckdb"), read_only=True)
+    con = open_warehouse(root / "w.duckdb")
     yield con
     con.close()
 

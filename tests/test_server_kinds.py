@@ -7,10 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import duckdb
 import pytest
 import redis
-from conftest import falkordb_args, finish, run_nightly, start_yardstick, write_config
+from conftest import (
+    falkordb_args,
+    finish,
+    open_warehouse,
+    run_nightly,
+    start_yardstick,
+    write_config,
+)
 
 from yardstick.host.embedded import RedisBinary, find_servers
 from yardstick.host.tools import search_tool
@@ -75,7 +81,7 @@ def test_a_run_on_valkey_reports_valkey(prefect_server, start_redis, valkey_bina
     assert label in (tmp_path / "out" / "comparison.md").read_text()
 
     warehouse = tmp_path / "warehouse.duckdb"
-    with duckdb.connect(str(warehouse), read_only=True) as con:
+    with open_warehouse(warehouse) as con:
         facts = con.execute(
             "select server_product, server_version, server_label, redis_mode, "
             "tool_redis_benchmark from env_facts where env = 'valkey'"
@@ -147,7 +153,7 @@ def test_quick_runs_on_redis_8_2_and_with_a_module_holding_keys(
         # Redis 8 has vectorset built in; FalkorDB's graph only where it was loaded.
         modules = report.split("| Modules | ", 1)[1].split(" |", 1)[0]
         assert "vectorset" in modules and (("graph " in modules) == (env == "graph")), modules
-    with duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True) as con:
+    with open_warehouse(tmp_path / "w.duckdb") as con:
         facts = dict(con.execute("select env, server_label from env_facts").fetchall())
         keys = con.execute(
             "select type, count(*), min(memory_usage_bytes) from read_parquet(?) "

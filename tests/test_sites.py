@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 import yaml
+from conftest import open_warehouse
 
 from yardstick.flows.collect import COLLECT_SITE_DEPLOYMENT
 from yardstick.flows.sites import SITE_DEPLOYMENT, SITE_POOL
@@ -217,7 +217,7 @@ def test_the_hub_worker_runs_no_site_part_and_a_site_without_worker_is_missing(
             _stop([hub, *site_workers.values()])
         # gamma is missing: the run reports everything, then ends Failed.
         assert nightly_run.state.is_failed(), (nightly_run.state, (hub_dir / "worker.log"))
-    con = duckdb.connect(str(hub_dir / "w.duckdb"), read_only=True)
+    con = open_warehouse(hub_dir / "w.duckdb")
     columns = ("site", "status", "host", "pid", "worker_pid", "flow_run", "error")
     rows = {
         r[0]: dict(zip(columns, r[1:], strict=True))

@@ -4,9 +4,9 @@ properties asserted hold on any machine."""
 
 from __future__ import annotations
 
-import duckdb
 import pytest
 import redis
+from conftest import open_warehouse
 from prefect import flow
 
 from yardstick.access.scratch import FIXTURE_PREFIX
@@ -99,7 +99,7 @@ def test_experiments_on_scratch(prefect_server, redis_server, tmp_path):
     assert client.get("app:order:1") == "someone else's key"
 
     warehouse.build(lake_dir, tmp_path / "w.duckdb")
-    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    con = open_warehouse(tmp_path / "w.duckdb")
 
     # The victim: absent from the SLOWLOG, though it waited many times its normal round trip.
     # A loaded machine can deschedule the server in the middle of one PING for more than the

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import duckdb
 import pytest
+from conftest import open_warehouse
 
 from yardstick.storage import lake, warehouse
 from yardstick.storage.schemas import to_table
@@ -87,9 +88,7 @@ def collection(
 
 def build(tmp_path) -> duckdb.DuckDBPyConnection:
     """Build the warehouse from the hand-made lake."""
-    return duckdb.connect(
-        str(warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")), read_only=True
-    )
+    return open_warehouse(warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb"))
 
 
 def test_interval_recommended_from_entry_rate_and_max_len(tmp_path):

@@ -11,7 +11,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 import redis
-from conftest import with_debug
+from conftest import open_warehouse, warehouse_relations, with_debug
 
 from yardstick.access.connect import open_client
 from yardstick.reports.render import render_reports
@@ -63,7 +63,7 @@ def collect(
 def build(tmp_path: Path) -> duckdb.DuckDBPyConnection:
     """Rebuild the warehouse from the test lake and open it."""
     path = warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
-    return duckdb.connect(str(path), read_only=True)
+    return open_warehouse(path)
 
 
 def gaps(con, env: str = "s") -> list[tuple]:
@@ -289,10 +289,8 @@ def test_issue_13_no_secret_reaches_lake_warehouse_or_report(
         found += leaked(pq.read_table(path).to_pylist(), str(path.relative_to(lake_dir)))
     # ... every table and view of the warehouse ...
     con = build(tmp_path)
-    for (table,) in con.execute(
-        "select table_name from information_schema.tables where table_schema = 'main'"
-    ).fetchall():
-        found += leaked(con.execute(f'select * from "{table}"').fetchall(), table)
+    for table in warehouse_relations(con):
+        found += leaked(con.execute(f"select * from {table}").fetchall(), table)
     slowest = con.execute(
         "select env, args from report_slowlog_slowest where env like '%-ro'"
     ).fetchall()

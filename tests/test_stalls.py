@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import duckdb
 import pytest
+from conftest import open_warehouse
 
 from yardstick.reports.render import render_reports
 from yardstick.storage import dbt, lake, warehouse
@@ -129,7 +129,7 @@ def test_the_rule_passes_its_dbt_unit_test(built):
 
 def test_a_stalled_repetition_is_named_and_left_out_of_the_median(built):
     path, reports = built
-    con = duckdb.connect(str(path), read_only=True)
+    con = open_warehouse(path)
     try:
         figures = {
             (f, s): tuple(rest)
@@ -169,7 +169,7 @@ def test_sub_second_spread_is_no_stall_and_says_nothing(built):
 
 def test_two_repetitions_are_not_judged_and_the_report_says_so(built):
     path, reports = built
-    con = duckdb.connect(str(path), read_only=True)
+    con = open_warehouse(path)
     try:
         rps = con.execute(
             "select value, n from figures where env = 'two' and figure = 'bench_rps'"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from conftest import needs_tool
+from conftest import needs_tool, open_warehouse
 
 from yardstick.access.connect import ReadOnlyTlsConnection, TlsConnection, open_client
 from yardstick.access.guard import ReadOnlyViolation
@@ -293,9 +293,8 @@ def test_verified_and_unverified_tls_measure_every_family_and_say_so(tls_server,
     assert next(s.calls for s in stats if s.command == "set") >= 2 * 2 * 500
 
     warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
-    import duckdb
 
-    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    con = open_warehouse(tmp_path / "w.duckdb")
     facts = {
         r[0]: r[1:]
         for r in con.execute(

@@ -66,9 +66,31 @@ def test_pinned_cli_is_the_1_5_line():
 def test_cli_opens_the_warehouse_read_only(built):
     """The CLI reads figures from the file the tool wrote, without writing to it."""
     before = built.stat().st_mtime_ns
-    rows = _cli(built, "select count(*) as n from figures")
+    rows = _cli(built, "select count(*) as n from marts.figures")
     assert rows[0]["n"] > 0
     assert built.stat().st_mtime_ns == before
+
+
+def test_each_layer_is_a_schema(built):
+    """Relations are found by layer: dbt's staging, marts and reports, the loader's batch in
+    raw, the tool's state in yardstick, and nothing left in main."""
+    rows = _cli(
+        built,
+        "select schema_name as s, table_name as name from duckdb_tables() "
+        "union all select schema_name, view_name from duckdb_views() where not internal",
+    )
+    by_schema: dict[str, set[str]] = {}
+    for row in rows:
+        by_schema.setdefault(row["s"], set()).add(row["name"])
+    assert set(by_schema) == {"raw", "staging", "marts", "reports", "yardstick"}
+    assert {"figures", "figure_trends", "runs", "figure_catalog"} <= by_schema["marts"]
+    assert all(name.startswith("stg_") for name in by_schema["staging"])
+    assert {"verdicts", "report_changes"} <= by_schema["reports"]
+    assert {"raw_runs", "batch_runs", "raw_unfinished_runs"} <= by_schema["raw"]
+    assert {"meta", "loaded_runs"} <= by_schema["yardstick"]
+    # With the tool's search path, a user leaves the schema out.
+    path = "set search_path = 'reports,marts,staging,raw,yardstick'; "
+    assert _cli(built, path + "select count(*) as n from verdicts")[0]["n"] == 1
 
 
 def test_models_carry_their_descriptions(built):

@@ -134,7 +134,7 @@ def _relation(con, name: str) -> str | None:
     """The history table `name`, in whichever schema the warehouse keeps it."""
     row = con.execute(
         "select table_schema from information_schema.tables where table_name = ?"
-        " order by table_schema = 'main' desc limit 1",
+        " order by table_schema = 'marts' desc limit 1",
         [name],
     ).fetchone()
     return f'"{row[0]}"."{name}"' if row else None

@@ -98,7 +98,15 @@ def state_dir(warehouse_path: Path) -> Path:
     the update after it reuses the rebuild's parse."""
     resolved = str(Path(warehouse_path).resolve())
     where = hashlib.sha256(resolved.encode()).hexdigest()[:12]
-    return cache_root() / f"{models_digest()}-{_database(warehouse_path)}-{where}"
+    return cache_root() / f"{_parse_key(warehouse_path)}{where}"
+
+
+def _parse_key(warehouse_path: Path) -> str:
+    """What a saved parse is good for, as a folder-name prefix: the models, where the project
+    lies (dbt's parse holds its absolute paths: another clone's parse reused here seeds
+    from that clone's sql/seeds/, or from nothing once it is gone) and the database name."""
+    project = hashlib.sha256(str(project_dir().resolve()).encode()).hexdigest()[:8]
+    return f"{models_digest()}-{project}-{_database(warehouse_path)}-"
 
 
 def _database(warehouse_path: Path) -> str:
@@ -115,7 +123,8 @@ PARSE_FILE = "partial_parse.msgpack"
 
 
 def _seed_parse(state: Path, warehouse_path: Path) -> None:
-    """Give a new state folder the newest saved parse of the same models and database name.
+    """Give a new state folder the newest saved parse of the same models, project folder and
+    database name.
 
     dbt's parse depends on the project, the profile (without the path: _parse_ignores_path)
     and the database name, so it is the same for every warehouse of that name; copying it
@@ -124,7 +133,7 @@ def _seed_parse(state: Path, warehouse_path: Path) -> None:
     target = state / "target" / PARSE_FILE
     if target.exists():
         return
-    prefix = f"{models_digest()}-{_database(warehouse_path)}-"
+    prefix = _parse_key(warehouse_path)
     saved = []
     for other in cache_root().glob(prefix + "*"):
         candidate = other / "target" / PARSE_FILE
@@ -376,6 +385,10 @@ def _invoke(
         "--log-path",
         str(state / "logs"),
         "--quiet",
+        # logs/dbt.log gets dbt's info lines (nodes, timings, errors), not a debug line per
+        # query: formatting those cost ~6 % of a build.
+        "--log-level-file",
+        "info",
         # No network here or at users' sites: no usage events, no version check.
         "--no-send-anonymous-usage-stats",
         "--no-version-check",

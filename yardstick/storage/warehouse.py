@@ -1,16 +1,18 @@
 """The warehouse: a DuckDB file the dbt project in sql/ builds from the lake.
 
 An update reads each Delta table's current file list from its log, opens only the files added
-since the previous update (their run ids), loads into raw_<table> only the rows of runs not
-loaded before (complete runs: lake.COMPLETES_A_RUN), lists them in batch_runs, and lets dbt
-append them to the marts. A full rebuild (first build, `full=True`, models or schema changed,
+since the previous update (their run ids), loads into raw.raw_<table> only the rows of runs
+not loaded before (complete runs: lake.COMPLETES_A_RUN), lists them in raw.batch_runs, and lets
+dbt append them to the marts. Each layer is a schema (LAYERS): raw, staging, marts, reports,
+and the tool's own state in `yardstick`; use_layers() lets a reader leave the schema out.
+A full rebuild (first build, `full=True`, models or schema changed,
 an earlier update that did not finish, a run arriving older than what is loaded) builds a
 new file from every data file of the lake and swaps it in atomically.
 
 The lake may be local or on S3 (yardstick/storage/lakefs.py); the warehouse is always a local file.
 DuckDB reads an S3 lake's Parquet through s3fs registered on the loading connection
 (`register_filesystem`: no httpfs extension, nothing downloaded, no secret stored in the
-database); the paths it remembers (_yardstick_files) are then s3:// URLs."""
+database); the paths it remembers (yardstick.files) are then s3:// URLs."""
 
 from __future__ import annotations
 
@@ -33,14 +35,18 @@ from yardstick.storage.schemas import DETAIL_TABLES, SCHEMA_VERSION, TABLES, fil
 
 log = logging.getLogger(__name__)
 
-META = "_yardstick_meta"  # key/value: models digest, schema version, update state
-LOADED = "_yardstick_runs"  # one row per (env, run) the marts hold
-FILES = "_yardstick_files"  # current lake files and the range of runs each holds
-VERSIONS = "_yardstick_versions"  # the Delta version of each table the last update read
-PENDING = "_yardstick_pending"  # complete runs held back by until_run_id
+# The warehouse's schemas: dbt's layers (sql/dbt_project.yml), the loader's batch tables in
+# `raw`, the tool's own state in `yardstick`. Readers find names through this search path.
+LAYERS = ("reports", "marts", "staging", "raw", "yardstick")
+META = "yardstick.meta"  # key/value: models digest, schema version, update state
+LOADED = "yardstick.loaded_runs"  # one row per (env, run) the marts hold
+FILES = "yardstick.files"  # current lake files and the range of runs each holds
+VERSIONS = "yardstick.versions"  # the Delta version of each table the last update read
+PENDING = "yardstick.pending_runs"  # complete runs held back by until_run_id
+BATCH = "raw.batch_runs"  # the runs this update adds (dbt's source lake.batch_runs)
 # Runs with files in the lake but no `runs` row (still running, or crashed): state between
 # updates, and the source of the crashed_runs model.
-UNFINISHED = "raw_unfinished_runs"
+UNFINISHED = "raw.raw_unfinished_runs"
 # A full rebuild loads and builds at most this many runs at a time, and never two periods at
 # once: its memory follows the largest month, not the history (see _rebuild_batches).
 REBUILD_BATCH_RUNS = 1_000_000
@@ -278,11 +284,12 @@ def _load_batch(
     survey: Survey,
     batch: set[tuple[str, str]],
 ) -> int:
-    """Create raw_<table> with the rows of the batch's runs, and batch_runs; return files read.
-    Detail tables (per key, per bucket) of a local lake are views over the batch's files: the
-    models aggregate them where they lie and the warehouse never holds a copy."""
+    """Create raw.raw_<table> with the rows of the batch's runs, and raw.batch_runs; return the
+    number of files read. Detail tables (per key, per bucket) of a local lake are views over
+    the batch's files: the models aggregate them where they lie and the warehouse never holds
+    a copy."""
     con.register("batch_rows", _runs_table(batch))
-    con.execute("create or replace table batch_runs as select env, run_id from batch_rows")
+    con.execute(f"create or replace table {BATCH} as select env, run_id from batch_rows")
     con.unregister("batch_rows")
     bounds: dict[str, tuple[str, str]] = {}
     for env, run in batch:
@@ -303,20 +310,20 @@ def _load_batch(
         # Oldest runs first, as they landed: the rows enter raw_<table> in time order.
         chosen = sorted(by_table.get(table, []), key=lambda f: (f.min_run, str(f.path)))
         read += len(chosen)
-        _drop_relation(con, f"raw_{table}")
+        _drop_relation(con, "raw", f"raw_{table}")
         local = all(not isinstance(f.path, lakefs.ObjectPath) for f in chosen)
         if table in DETAIL_TABLES and chosen and local:
             # A view: dbt's connection reads the files itself (local paths need nothing
             # registered); on S3 the batch's rows are copied like any other table's.
-            select = _detail_select(con, lake_dir, table, "batch_runs")
+            select = _detail_select(con, lake_dir, table, BATCH)
             con.execute(
-                f"create view raw_{table} as {select} "
+                f"create view raw.raw_{table} as {select} "
                 f"where t.run_id between {_quote(lowest)} and {_quote(highest)}"
             )
             continue
         empty = file_schema(table).empty_table()  # noqa: F841 - read by DuckDB's replacement scan
         con.execute(
-            f"create table raw_{table} as "
+            f"create table raw.raw_{table} as "
             f"select *, null::varchar as env, null::date as date from empty"
         )
         if not chosen:
@@ -330,13 +337,13 @@ def _load_batch(
         # null. Compacted files hold runs already loaded: the range skips their older row
         # groups (they are sorted by run id), the semi join keeps exactly the batch.
         con.execute(
-            f"insert into raw_{table} by name "
+            f"insert into raw.raw_{table} by name "
             f"select t.* exclude (filename), p.file_env as env, "
             f"strptime(left(t.run_id, 8), '%Y%m%d')::date as date "
             f"from read_parquet({listing}, filename = true, union_by_name = true, "
             f"hive_partitioning = false) as t "
             f"join lake_paths as p on p.filename = t.filename "
-            f"semi join batch_runs as b on b.env = p.file_env and b.run_id = t.run_id "
+            f"semi join {BATCH} as b on b.env = p.file_env and b.run_id = t.run_id "
             f"where t.run_id between ? and ?",
             [lowest, highest],
         )
@@ -353,7 +360,7 @@ def _detail_select(
     compacted, retention vacuums the files it deletes at once, and a view naming files would
     fail once retention deleted one). A typed empty table stands
     first, so columns that older files lack are null and every column keeps its type."""
-    typed = f"_yardstick_empty_{table}"
+    typed = f"yardstick.empty_{table}"
     empty = file_schema(table).empty_table()  # noqa: F841 - read by DuckDB's replacement scan
     con.execute(
         f"create or replace table {typed} as "
@@ -373,31 +380,49 @@ def _detail_select(
     )
 
 
-def _drop_relation(con: duckdb.DuckDBPyConnection, name: str) -> None:
+def _drop_relation(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> None:
     """Drop a table or view of that name, whichever it is (DuckDB refuses the wrong kind)."""
     kinds = con.execute(
         "select table_type from information_schema.tables "
-        "where table_schema = 'main' and table_name = ?",
-        [name],
+        "where table_schema = ? and table_name = ?",
+        [schema, name],
     ).fetchall()
     for (kind,) in kinds:
-        con.execute(f"drop {'view' if kind == 'VIEW' else 'table'} {name}")
+        con.execute(f"drop {'view' if kind == 'VIEW' else 'table'} {schema}.{name}")
 
 
 def _detail_views(con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath) -> None:
-    """`keyspace_keys` and `ping_histogram`: every detail row of the loaded runs still in the
-    lake (retention drops them after `detail_days`), read in place at query time."""
+    """`marts.keyspace_keys` and `marts.ping_histogram`: every detail row of the loaded runs
+    still in the lake (retention drops them after `detail_days`), read in place at query time."""
     if isinstance(lake_dir, lakefs.ObjectPath):
         lakefs.register(con)
     for table in DETAIL_TABLES:
-        _drop_relation(con, table)
-        con.execute(f"create view {table} as {_detail_select(con, lake_dir, table, LOADED)}")
+        _drop_relation(con, "marts", table)
+        select = _detail_select(con, lake_dir, table, LOADED)
+        con.execute(f"create view marts.{table} as {select}")
 
 
 def _connect(path: Path) -> duckdb.DuckDBPyConnection:
     """Open the warehouse for writing (the loader's part of an update), bounded in memory
-    like dbt's connection (dbt.duckdb_settings)."""
-    return duckdb.connect(str(path), config=dbt.duckdb_settings())
+    like dbt's connection (dbt.duckdb_settings), with the schemas the loader writes to."""
+    con = duckdb.connect(str(path), config=dbt.duckdb_settings())
+    for schema in ("raw", "yardstick", "marts"):
+        con.execute(f"create schema if not exists {schema}")
+    return con
+
+
+def use_layers(con: duckdb.DuckDBPyConnection) -> None:
+    """Let `con` name the warehouse's relations without their schema (`figures` for
+    marts.figures): its search path is the layers this warehouse has, reports first."""
+    existing = {
+        name
+        for (name,) in con.execute(
+            "select schema_name from duckdb_schemas() where database_name = current_database()"
+        ).fetchall()
+    }
+    # DuckDB refuses a search path naming a schema that does not exist.
+    path = [schema for schema in LAYERS if schema in existing] + ["main"]
+    con.execute(f"set search_path = {_quote(','.join(path))}")
 
 
 def update(
@@ -740,6 +765,7 @@ def connect_read_only(warehouse_path: str | Path, who: str | None = None) -> Rea
     lock.__enter__()
     try:
         con = duckdb.connect(str(path), read_only=True)
+        use_layers(con)
         # The detail views read an S3 lake in place: give this connection the lake's filesystem.
         if _meta(con).get("lake", "").startswith("s3://"):
             lakefs.register(con)
