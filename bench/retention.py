@@ -4,7 +4,7 @@ and nights landed for real (lake.write), each followed by compaction, the nightl
 update and retention, as the nightly flow does: tonight (the first update after the rebuild),
 then --rounds warm nights on each lake, the year's and the two years', interleaved (their
 order rotated each round; the warm figure is their median); a trend query. Figures printed
-and written as JSON (--json; bench/readme_table.py turns it into the README's table).
+and written as JSON (--json; bench/readme_table.py turns it into docs/scale.md's table).
 
     .venv/bin/python bench/retention.py [--envs 50] [--days 365] [--collections-per-day 288]
         [--keys 200000] [--detail-days 30] [--workers 2] [--root /work/bench-tmp] [--no-double]
@@ -671,8 +671,8 @@ def median_update(nights: list[dict]) -> dict:
 
 
 def figures(results: dict[int, dict], days: int, trend: dict) -> dict:
-    """The headline figures, flat (what the targets and the README table read); a warm update
-    is the median of the warm nights."""
+    """The headline figures, flat (what the targets and docs/scale.md's table read); a warm
+    update is the median of the warm nights."""
     base = results[days]
     rebuild, first = base["rebuild"], base["first_night"]["update"]
     warm = median_update(base["warm_nights"])

@@ -1,5 +1,5 @@
 """Tonight's verdict told to people: one Prefect event per environment of a run, which a Prefect
-automation turns into a notification (Slack, e-mail, webhook: see the README)."""
+automation turns into a notification (Slack, e-mail, webhook: see docs/verdict.md)."""
 
 from __future__ import annotations
 

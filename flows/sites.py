@@ -32,7 +32,7 @@ SITE_DEPLOYMENT = f"{SITE_FLOW}/measure-site"
 # The sites' own work pool (prefect.yaml): one queue per site, polled by that site's worker
 # only. The hub's worker polls the `yardstick` pool, every queue of it, never this one.
 SITE_POOL = "yardstick-sites"
-# A site whose run no worker has started after this long has no worker up (README).
+# A site whose run no worker has started after this long has no worker up (docs/sites.md).
 START_TIMEOUT_S = 900.0
 # A site's whole measurement, once started (a nightly run of several environments).
 SITE_TIMEOUT_S = 4 * 3600.0
@@ -68,7 +68,7 @@ def measure_site(
 
 
 def worker_command(site: str) -> str:
-    """The command that starts a site's worker (README "Many sites")."""
+    """The command that starts a site's worker (docs/sites.md)."""
     return f"prefect worker start --pool {SITE_POOL} --work-queue {site}"
 
 

@@ -188,6 +188,20 @@ def warehouse_relations(con) -> list[str]:
     return [f'"{schema}"."{name}"' for schema, name in rows]
 
 
+def run_paths(tmp_path: Path) -> list[str]:
+    """`yardstick run` options that keep every file it writes inside `tmp_path`."""
+    return [
+        "--lake",
+        str(tmp_path / "lake"),
+        "--warehouse",
+        str(tmp_path / "w.duckdb"),
+        "--out",
+        str(tmp_path / "out"),
+        "--state-dir",
+        str(tmp_path / "state"),
+    ]
+
+
 def write_config(path: Path, environments: list[dict]) -> Path:
     """Write an environments file from plain dicts."""
     import yaml

@@ -150,6 +150,21 @@ def cell(test: str, clients: int, pipeline: int, rps: float, **fields) -> dict:
     }
 
 
+def transport_side(rnd: int, side: str, rps: float | None, rtt_us: float, **fields) -> dict:
+    """One side (direct or forwarded) of one transport round: 100 RTT samples whose minimum is
+    half their mean, and redis-benchmark's requests per second (None: no result)."""
+    return {
+        "round": rnd,
+        "side": side,
+        "env_measured": side,
+        "samples": 100,
+        "rtt_mean_us": rtt_us,
+        "rtt_min_us": rtt_us / 2,
+        "rps": rps,
+        **fields,
+    }
+
+
 def benchmark(run: Run, cells: Iterable[dict]) -> None:
     """The throughput family's table: rows made by `cell`."""
     run.write("benchmark", list(cells))

@@ -21,7 +21,7 @@ from yardstick.reports import charts
 from yardstick.reports.charts import render_charts
 from yardstick.reports.labels import short_description, unit_label
 from yardstick.reports.render import NATURE_LABEL, render_reports
-from yardstick.storage import warehouse
+from yardstick.storage import lake, warehouse
 
 FIRST_NIGHT = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
 NIGHTS = 12
@@ -102,31 +102,32 @@ def built(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     root = tmp_path_factory.mktemp("charts")
     lake_dir, rng = root / "lake", random.Random(7)
     latest: dict[str, str] = {}
-    for night in range(NIGHTS):
-        at = FIRST_NIGHT + timedelta(days=night)
-        latest["steady"] = _land(
+    with lake.batch(lake_dir, "chart nights"):  # one commit per table, not per run
+        for night in range(NIGHTS):
+            at = FIRST_NIGHT + timedelta(days=night)
+            latest["steady"] = _land(
+                lake_dir,
+                "steady",
+                at,
+                rtt_us=60.0 * (1.2 if night >= STEP_NIGHT else 1.0),
+                version="7.4.1" if night >= UPGRADE_NIGHT else "7.2.4",
+                benchmark=True,
+                rng=rng,
+            )
+        last = FIRST_NIGHT + timedelta(days=NIGHTS - 1)
+        latest["single"] = _land(
+            lake_dir, "single", last, rtt_us=200.0, version="7.2.4", benchmark=False, rng=rng
+        )
+        _land(
             lake_dir,
             "steady",
-            at,
-            rtt_us=60.0 * (1.2 if night >= STEP_NIGHT else 1.0),
-            version="7.4.1" if night >= UPGRADE_NIGHT else "7.2.4",
-            benchmark=True,
+            last + timedelta(hours=3),
+            rtt_us=0,
+            version="",
+            benchmark=False,
+            profile="collect",
             rng=rng,
         )
-    last = FIRST_NIGHT + timedelta(days=NIGHTS - 1)
-    latest["single"] = _land(
-        lake_dir, "single", last, rtt_us=200.0, version="7.2.4", benchmark=False, rng=rng
-    )
-    _land(
-        lake_dir,
-        "steady",
-        last + timedelta(hours=3),
-        rtt_us=0,
-        version="",
-        benchmark=False,
-        profile="collect",
-        rng=rng,
-    )
     return warehouse.build(lake_dir, root / "warehouse.duckdb"), latest
 
 

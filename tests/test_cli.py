@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 import redis
-from conftest import finish, start_yardstick, write_config
+from conftest import finish, run_paths, start_yardstick, write_config
 from typer.testing import CliRunner
 
 from yardstick.app import cli
@@ -24,19 +24,6 @@ pytestmark = pytest.mark.e2e
 def _yardstick(cwd: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     """Run the installed `yardstick` script as a user would, with no Prefect settings inherited."""
     return finish(start_yardstick(cwd, *args), timeout)
-
-
-def _paths(tmp_path: Path) -> list[str]:
-    return [
-        "--lake",
-        str(tmp_path / "lake"),
-        "--warehouse",
-        str(tmp_path / "w.duckdb"),
-        "--out",
-        str(tmp_path / "out"),
-        "--state-dir",
-        str(tmp_path / "state"),
-    ]
 
 
 @pytest.mark.parametrize(
@@ -57,7 +44,7 @@ def _paths(tmp_path: Path) -> list[str]:
 def test_bad_config_is_one_line_exit_2_and_nothing_lands(tmp_path, content, says):
     config = tmp_path / "bad.yaml"
     config.write_text(content)
-    result = _yardstick(tmp_path, "run", "--config", str(config), *_paths(tmp_path))
+    result = _yardstick(tmp_path, "run", "--config", str(config), *run_paths(tmp_path))
     assert result.returncode == 2, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
@@ -93,14 +80,14 @@ def test_unknown_env_lists_the_known_names(tmp_path):
     )
     runner = CliRunner()
     result = runner.invoke(
-        cli.app, ["run", "--config", str(config), "--env", "nosuch", *_paths(tmp_path)]
+        cli.app, ["run", "--config", str(config), "--env", "nosuch", *run_paths(tmp_path)]
     )
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         f"error: {config}: no environment 'nosuch' (known: cache-eu, cache-us, sessions)"
     ]
     result = runner.invoke(
-        cli.app, ["run", "--config", str(config), "--env", "cache-uk", *_paths(tmp_path)]
+        cli.app, ["run", "--config", str(config), "--env", "cache-uk", *run_paths(tmp_path)]
     )
     assert result.exit_code == 2 and "cache-eu" in result.stderr and "cache-us" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["envs.yaml"]
@@ -138,7 +125,7 @@ def test_run_with_a_dead_environment_then_report_and_trend(
     os.kill(frozen.pid, signal.SIGSTOP)
     try:
         result = _yardstick(
-            tmp_path, "run", "--config", str(config), "--profile", "quick", *_paths(tmp_path)
+            tmp_path, "run", "--config", str(config), "--profile", "quick", *run_paths(tmp_path)
         )
     finally:
         os.kill(frozen.pid, signal.SIGCONT)
@@ -283,7 +270,7 @@ def test_an_unwritable_lake_is_one_line_before_any_server_is_touched(redis_serve
         str(config),
         "--profile",
         "quick",
-        *_paths(tmp_path),
+        *run_paths(tmp_path),
         "--lake",
         str(tmp_path / "afile" / "lake"),
     )

@@ -43,7 +43,7 @@ import duckdb
 import lakes
 import pytest
 
-from yardstick.storage import warehouse
+from yardstick.storage import lake, warehouse
 
 EXPECTED = Path(__file__).parent / "samples" / "golden_figures.json"
 RECORDED = Path(__file__).parent / "samples" / "recorded_families.json"
@@ -240,7 +240,8 @@ def _dump(observed: dict[str, list[list]]) -> str:
 def observed(tmp_path_factory) -> dict[str, list[list]]:
     """The fixed lake, built once; its figures and verdicts."""
     root = tmp_path_factory.mktemp("golden")
-    _land_lake(root / "lake")
+    with lake.batch(root / "lake", "golden lake"):  # one commit per table, not one per run
+        _land_lake(root / "lake")
     con = warehouse.connect_read_only(warehouse.build(root / "lake", root / "w.duckdb"))
     try:
         observed = _observed(con)

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from yardstick.app.cli import app
 from yardstick.reports.changepoints import series_change_points
 from yardstick.reports.render import render_reports
-from yardstick.storage import warehouse
+from yardstick.storage import lake, warehouse
 
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 QUICK, NIGHTLY = "0a1b2c3d4e5f", "9f8e7d6c5b4a"  # params digests of the two profiles
@@ -114,48 +114,50 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
     def land(env: str, day: int, speedup: float, rps: float, **kw) -> None:
         runs.setdefault(env, []).append(land_run(lake_dir, env, day, speedup, rps, **kw))
 
-    for day in range(30):
-        # A 20 % step in the last two runs of a series with ±5 % noise: worse pipelining,
-        # more requests per second.
-        step = day >= 28
-        land(
-            "step",
-            day,
-            within(8.0 if step else 10.0, 0.05, rng),
-            within(1.2e5 if step else 1e5, 0.05, rng),
-        )
-        # A real step half-way, for the change-point locator.
-        land("located", day, noisy(12 if day >= 15 else 10, 0.02, rng), 1e5)
-        # One run 40 % off in the middle, then back: never a regression.
-        land("outlier", day, within(14.0 if day == 20 else 10.0, 0.01, rng), 1e5)
-        # One run 40 % off, tonight: one run is no alarm yet.
-        land("outlier-tonight", day, within(14.0 if day == 29 else 10.0, 0.01, rng), 1e5)
-    for day in range(33):
-        # A 5 % step on night 30 in σ = 2 % Gaussian noise; the nights around it carry
-        # ordinary noise (within one σ), so the test speaks of the rule, not of the draw.
-        after, around = day >= 30, day >= 27
-        wobble = max(-0.02, min(0.02, rng.gauss(0, 0.02))) if around else rng.gauss(0, 0.02)
-        land("step5", day, (9.5 if after else 10.0) * (1 + wobble), 1e5)
-    for day in range(40):
-        land("noise", day, within(10, 0.10, rng), within(1e5, 0.10, rng))  # ± 10 %
-        land("quiet", day, noisy(10, 0.01, rng), noisy(1e5, 0.01, rng))  # σ 1 %
-    # Four quick runs, then a nightly run: another workload, twice the speedup.
-    for day in range(4):
-        land("switch", day, within(10, 0.01, rng), 1e5, profile="quick")
-    land("switch", 4, 20.0, 2e5, profile="nightly")
-    # A run killed before its run row, between complete ones.
-    for day in range(6):
-        land("crashed", day, 10.0, 1e5, run_row=day != 3)
-    # An upgrade tonight: slower (absolute) and a ratio moved with it.
-    for day in range(20):
-        version = "7.0.15" if day < 19 else "7.4.1"
-        land(
-            "upgrade",
-            day,
-            within(10.0 if day < 19 else 7.0, 0.02, rng),
-            within(1e5 if day < 19 else 0.6e5, 0.02, rng),
-            version=version,
-        )
+    # One Delta commit per table for the whole history (as a collection lands), not ~1,200.
+    with lake.batch(lake_dir, "test history"):
+        for day in range(30):
+            # A 20 % step in the last two runs of a series with ±5 % noise: worse pipelining,
+            # more requests per second.
+            step = day >= 28
+            land(
+                "step",
+                day,
+                within(8.0 if step else 10.0, 0.05, rng),
+                within(1.2e5 if step else 1e5, 0.05, rng),
+            )
+            # A real step half-way, for the change-point locator.
+            land("located", day, noisy(12 if day >= 15 else 10, 0.02, rng), 1e5)
+            # One run 40 % off in the middle, then back: never a regression.
+            land("outlier", day, within(14.0 if day == 20 else 10.0, 0.01, rng), 1e5)
+            # One run 40 % off, tonight: one run is no alarm yet.
+            land("outlier-tonight", day, within(14.0 if day == 29 else 10.0, 0.01, rng), 1e5)
+        for day in range(33):
+            # A 5 % step on night 30 in σ = 2 % Gaussian noise; the nights around it carry
+            # ordinary noise (within one σ), so the test speaks of the rule, not of the draw.
+            after, around = day >= 30, day >= 27
+            wobble = max(-0.02, min(0.02, rng.gauss(0, 0.02))) if around else rng.gauss(0, 0.02)
+            land("step5", day, (9.5 if after else 10.0) * (1 + wobble), 1e5)
+        for day in range(40):
+            land("noise", day, within(10, 0.10, rng), within(1e5, 0.10, rng))  # ± 10 %
+            land("quiet", day, noisy(10, 0.01, rng), noisy(1e5, 0.01, rng))  # σ 1 %
+        # Four quick runs, then a nightly run: another workload, twice the speedup.
+        for day in range(4):
+            land("switch", day, within(10, 0.01, rng), 1e5, profile="quick")
+        land("switch", 4, 20.0, 2e5, profile="nightly")
+        # A run killed before its run row, between complete ones.
+        for day in range(6):
+            land("crashed", day, 10.0, 1e5, run_row=day != 3)
+        # An upgrade tonight: slower (absolute) and a ratio moved with it.
+        for day in range(20):
+            version = "7.0.15" if day < 19 else "7.4.1"
+            land(
+                "upgrade",
+                day,
+                within(10.0 if day < 19 else 7.0, 0.02, rng),
+                within(1e5 if day < 19 else 0.6e5, 0.02, rng),
+                version=version,
+            )
     warehouse.build(lake_dir, root / "w.duckdb")
     return root, runs
 

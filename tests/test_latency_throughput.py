@@ -9,6 +9,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 from conftest import SAMPLES, needs_tool, open_warehouse
+from lakes import transport_side
 
 from yardstick.access.benchdb import ForeignKeys
 from yardstick.access.connect import open_client
@@ -299,17 +300,7 @@ def test_transport_headline_is_the_median_of_paired_rounds_and_says_noisy(tmp_pa
     rows = []
     for rnd, (fwd_rps, fwd_rtt) in enumerate([(30_000, 100.0), (50_000, 110.0), (60_000, 300.0)]):
         for side, rps, rtt in (("direct", 100_000, 50.0), ("forwarded", fwd_rps, fwd_rtt)):
-            rows.append(
-                {
-                    "round": rnd,
-                    "side": side,
-                    "env_measured": side,
-                    "samples": 100,
-                    "rtt_mean_us": rtt,
-                    "rtt_min_us": rtt / 2,
-                    "rps": float(rps),
-                }
-            )
+            rows.append(transport_side(rnd, side, float(rps), rtt))
     con = figures_of(tmp_path, "fwd", {"transport": to_table("transport", rows)})
     fig = {
         r[0]: r[1:]

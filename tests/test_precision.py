@@ -122,18 +122,8 @@ def _transport(run: lakes.Run) -> None:
     for rnd in range(ROUNDS):
         for side, rps, rtt in (("direct", 100_000.0, 50.0), ("forwarded", 50_000.0, 100.0)):
             killed = rnd == 1 and side == "forwarded"
-            rows.append(
-                {
-                    "round": rnd,
-                    "side": side,
-                    "env_measured": side,
-                    "samples": 100,
-                    "rtt_mean_us": rtt,
-                    "rtt_min_us": rtt / 2,
-                    "rps": None if killed else rps,
-                    "error": "redis-benchmark killed after 120 s" if killed else None,
-                }
-            )
+            error = "redis-benchmark killed after 120 s" if killed else None
+            rows.append(lakes.transport_side(rnd, side, None if killed else rps, rtt, error=error))
     run.write("transport", rows)
     params = json.dumps({"transport": {"rounds": ROUNDS}})
     lakes.steps(run, {"transport": None}, params=params, status="partial")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyte
 import pytest
-from conftest import YARDSTICK, write_config
+from conftest import YARDSTICK, run_paths, write_config
 from rich.console import Console
 
 from yardstick.app.progress import (
@@ -108,14 +108,7 @@ def test_a_run_on_a_terminal_shows_each_environment_and_its_family(redis_server,
         "--profile",
         "quick",
         "--verbose",  # Prefect's INFO lines too: they are printed while the lines show
-        "--lake",
-        str(tmp_path / "lake"),
-        "--warehouse",
-        str(tmp_path / "w.duckdb"),
-        "--out",
-        str(tmp_path / "out"),
-        "--state-dir",
-        str(tmp_path / "state"),
+        *run_paths(tmp_path),
     )
     assert code == 0, "\n".join(final)
     # While it ran, each environment's line named a family it was measuring.

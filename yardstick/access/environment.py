@@ -119,7 +119,7 @@ class Environment(BaseModel):
     family_timeouts_s: dict[str, float] | None = None
     # Where the prober must sit to measure this server (a network, a region, a laptop). The
     # nightly run measures `local` environments itself and sends every other site's to that
-    # site's Prefect work queue (a worker inside that network): README "Many sites".
+    # site's Prefect work queue (a worker inside that network): docs/sites.md.
     site: str = Field(default=LOCAL_SITE, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
     # A Sentinel-managed master: the URL then gives only scheme, user and database (its host
     # and port are the master's, asked of the Sentinels); without a URL, redis://.../0.

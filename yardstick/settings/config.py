@@ -55,7 +55,7 @@ class ConfigFile(BaseModel):
     # s3://bucket/prefix (endpoint and credentials from the AWS_* environment variables of
     # each machine, never from this file). The nightly/collect `lake_dir` parameter wins.
     lake: str | None = None
-    # Optional: a message per environment whose verdict is in `on` (README: Tonight's verdict).
+    # Optional: a message per environment whose verdict is in `on` (docs/verdict.md).
     notify: NotifySettings | None = None
 
     @model_validator(mode="after")

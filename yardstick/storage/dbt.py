@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -448,13 +449,8 @@ def persist_docs(warehouse_path: Path, project: Path) -> int:
     """Write the yml descriptions of every model and seed in the warehouse as DuckDB comments,
     in one transaction (dbt's own persist_docs costs queries per model); returns how many."""
     import duckdb
-    import yaml
 
-    described: dict[str, dict] = {}
-    for path in sorted([*project.glob("models/**/*.yml"), *project.glob("seeds/**/*.yml")]):
-        spec = yaml.safe_load(path.read_text()) or {}
-        for node in [*(spec.get("models") or []), *(spec.get("seeds") or [])]:
-            described[node["name"]] = node
+    described = _descriptions(project, models_digest())
     con = duckdb.connect(str(warehouse_path), config=duckdb_settings())
     try:
         kinds = {
@@ -489,6 +485,21 @@ def persist_docs(warehouse_path: Path, project: Path) -> int:
         return len(statements)
     finally:
         con.close()
+
+
+@functools.lru_cache(maxsize=4)
+def _descriptions(project: Path, digest: str) -> dict[str, dict]:
+    """Every model's and seed's yml entry by name (read once per version of the models: the
+    yml files take longer to parse than the comments take to write)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it
+    described: dict[str, dict] = {}
+    for path in sorted([*project.glob("models/**/*.yml"), *project.glob("seeds/**/*.yml")]):
+        spec = yaml.load(path.read_text(), Loader=loader) or {}
+        for node in [*(spec.get("models") or []), *(spec.get("seeds") or [])]:
+            described[node["name"]] = node
+    return described
 
 
 def _ident(name: str) -> str:
