@@ -129,15 +129,28 @@ def falkordb_args() -> list[str]:
     return ["--loadmodule", module]
 
 
-def needs_tool(name: str) -> pytest.MarkDecorator:
-    """Skip a test when the C tool `name` is not found where the tool search looks (PATH,
-    then SYSTEM_DIRS), with the reason; `.ci/run` installs them, so CI runs these tests."""
+def missing_tool(name: str) -> str | None:
+    """Why the C tool `name` cannot be used here (None when it can): not found where the tool
+    search looks (PATH, then SYSTEM_DIRS), or found but unable to run."""
+    if name == "socat":
+        from yardstick.host.forwarder import socat_path
+
+        return None if socat_path() else "socat not found on PATH (.ci/run installs it)"
+    if find_tool(name) is not None:
+        return None
     search = search_tool(name)
     # One that cannot run (no execute bit, exits without a version) is no candidate either.
     why = (
         search.described if search.refused else "not found on PATH or in " + ", ".join(SYSTEM_DIRS)
     )
-    return pytest.mark.skipif(find_tool(name) is None, reason=f"{name} {why} (.ci/run installs it)")
+    return f"{name} {why} (.ci/run installs it)"
+
+
+def needs_tool(name: str) -> pytest.MarkDecorator:
+    """Skip a test when the C tool `name` cannot be used here, saying why; `.ci/run` installs
+    them, so CI runs these tests."""
+    why = missing_tool(name)
+    return pytest.mark.skipif(why is not None, reason=why or "")
 
 
 @pytest.fixture

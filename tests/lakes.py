@@ -397,17 +397,7 @@ def transport(run: Run, rounds: Iterable[tuple[float, float, float, float]]) -> 
             ("direct", direct_rps, direct_rtt_us),
             ("forwarded", fwd_rps, fwd_rtt_us),
         ):
-            rows.append(
-                {
-                    "round": rnd,
-                    "side": side,
-                    "env_measured": side,
-                    "samples": 100,
-                    "rtt_mean_us": rtt_us,
-                    "rtt_min_us": rtt_us / 2,
-                    "rps": float(rps),
-                }
-            )
+            rows.append(transport_side(rnd, side, float(rps), rtt_us))
     run.write("transport", rows)
 
 

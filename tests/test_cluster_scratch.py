@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import redis
+from conftest import missing_tool
 from redis.crc import key_slot
 from topologies import Cluster, client, running, start_cluster
 
@@ -82,9 +83,9 @@ def killed_child(code: str, *args: str) -> int:
 
 def cluster_benchmark() -> Tool:
     """redis-benchmark with --cluster (6.0+), else the test skips saying why."""
+    if why := missing_tool("redis-benchmark"):
+        pytest.skip(why)
     tool = find_tool("redis-benchmark")
-    if tool is None:
-        pytest.skip("redis-benchmark not installed")
     if tool.version < (6, 0, 0):
         pytest.skip(f"redis-benchmark {tool.version_text} has no --cluster")
     return tool

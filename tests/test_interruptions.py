@@ -13,7 +13,14 @@ from pathlib import Path
 import duckdb
 import pytest
 import redis
-from conftest import finish, needs_tool, start_yardstick, uvicorn_like_the_cli, write_config
+from conftest import (
+    finish,
+    missing_tool,
+    needs_tool,
+    start_yardstick,
+    uvicorn_like_the_cli,
+    write_config,
+)
 
 from yardstick import interrupt
 from yardstick.host.tools import find_tool, run_tool
@@ -173,9 +180,9 @@ def test_ctrl_c_then_kill_9_then_a_run_that_cleans_up(prefect_server, redis_serv
 
 
 def test_a_hanging_c_tool_is_killed_at_the_family_bound(start_redis):
+    if why := missing_tool("redis-benchmark"):
+        pytest.skip(why)
     tool = find_tool("redis-benchmark")
-    if tool is None:
-        pytest.skip("redis-benchmark not installed")
     server = start_redis()
     os.kill(server.pid, signal.SIGSTOP)  # redis-benchmark then waits for ever
     try:

@@ -15,7 +15,7 @@ from yardstick.access.benchdb import ForeignKeys
 from yardstick.access.connect import open_client
 from yardstick.access.info import parse_latencystats
 from yardstick.flows.plan import FAMILIES, check_families
-from yardstick.host.forwarder import Forwarder, socat_path
+from yardstick.host.forwarder import Forwarder
 from yardstick.host.tools import find_tool
 from yardstick.settings.config import ConfigError, Environment
 from yardstick.settings.profiles import RoundTripProfile, ThroughputProfile, TransportProfile
@@ -195,7 +195,7 @@ def test_a_benchmark_that_times_out_is_killed_and_recorded(redis_server):
 
 
 @needs_benchmark
-@pytest.mark.skipif(socat_path() is None, reason="socat not found on PATH (.ci/run installs it)")
+@needs_tool("socat")
 def test_forwarded_path_loses_throughput(redis_server, tmp_path):
     direct = scratch(redis_server, name="direct")
     with Forwarder(redis_server.port) as forwarder:

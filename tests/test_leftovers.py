@@ -13,10 +13,10 @@ from unittest import mock
 
 import pytest
 import redis
+from conftest import missing_tool
 
 from yardstick.access import benchdb, scratch
 from yardstick.access.scratch import FIXTURE_PREFIX, INTENT_KEY, NotScratch, config_changes
-from yardstick.host.tools import find_tool
 from yardstick.settings.config import Environment
 
 THRESHOLD = "12345"  # distinctive, so that "set back" cannot be confused with "default"
@@ -93,8 +93,8 @@ def fixture_count(client: redis.Redis) -> int:
 
 
 def test_keys_of_a_killed_benchmark_are_removed_and_said(server):
-    if find_tool("redis-benchmark") is None:
-        pytest.skip("redis-benchmark not installed")
+    if why := missing_tool("redis-benchmark"):
+        pytest.skip(why)
     pid = killed_child(BENCHMARK_CHILD, server.url, str(BENCH_DB))
     left = [k for k in server.bench.scan_iter() if k != benchdb.CLAIM_KEY]
     assert left and server.bench.exists(benchdb.CLAIM_KEY)  # died with its keys in place

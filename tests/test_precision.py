@@ -23,7 +23,7 @@ from test_slow_models import collection
 
 from yardstick.flows.landing import record_run, run_family
 from yardstick.host.embedded import RedisProcess
-from yardstick.host.forwarder import Forwarder, socat_path
+from yardstick.host.forwarder import Forwarder
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import PROFILES, TransportProfile
 from yardstick.storage import lake, warehouse
@@ -274,7 +274,7 @@ def test_an_empty_key_space_has_nothing_to_scan(built):
 
 @pytest.mark.server_agnostic
 @needs_tool("redis-benchmark")
-@pytest.mark.skipif(socat_path() is None, reason="socat not installed")
+@needs_tool("socat")
 def test_a_transport_round_whose_benchmark_is_killed_makes_the_step_partial(
     redis_server, tmp_path, monkeypatch
 ):
