@@ -67,8 +67,46 @@ SERVER_FIXTURES = {
 OWN_BINARY_FIXTURES = {"valkey_binary", "falkordb_binary"}
 
 
+# The modules whose tests take longest (a module-wide fixture of a real run, a tiny bench, a
+# multi-worker Prefect run), collected first: with `--dist loadscope` each module runs on one
+# xdist worker, so its fixtures are built once, and the run's tail is made of short modules.
+SLOW_MODULES = (
+    "test_warehouse_incremental.py",
+    "test_cluster.py",
+    "test_bench_retention.py",
+    "test_lake_warehouse.py",
+    "test_shared_folder.py",
+    "test_cli.py",
+    "test_sites.py",
+    "test_topology_models.py",
+    "test_lake_s3.py",
+    "test_server_kinds.py",
+    "test_latency_throughput.py",
+    "test_history.py",
+    "test_sentinel.py",
+    "test_terminal.py",
+    "test_lake_full.py",
+    "test_interruptions.py",
+    "test_flow_smoke.py",
+    "test_incremental_reports.py",
+    "test_bench_verdicts.py",
+    "test_embedded.py",
+    "test_collection_cursors.py",
+    "test_failures.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the collection's order of modules for `--dist loadscope` (xdist would reorder
+    them by their number of tests, putting one-test modules of minutes at the end)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that reaches a Redis server."""
+    """Put the slow modules first, and mark every test that reaches a Redis server."""
+    rank = {name: i for i, name in enumerate(SLOW_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order kept
     for item in items:
         if item.get_closest_marker("server_agnostic"):
             continue  # uses a server only to produce data: its kind changes nothing tested

