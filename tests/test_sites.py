@@ -26,7 +26,7 @@ PREFECT = Path(sys.executable).parent / "prefect"
 WORKDIR_STEP = "prefect.deployments.steps.set_working_directory"
 NIGHTLY_DEPLOYMENT = "yardstick-nightly/nightly"
 # Generous: on 2 loaded cores a worker's flow-run process takes 5-20 s to start.
-START_TIMEOUT_S = 30
+START_TIMEOUT_S = 60
 WAIT_S = 180
 
 
