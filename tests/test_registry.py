@@ -17,7 +17,7 @@ from yardstick.tasks.base import Family
 from yardstick.tasks.registry import families
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN_TABLES = {"runs", "steps", "retained_measures", "family_load"}
+RUN_TABLES = {"runs", "steps", "retained_measures", "family_load", "tool_cost"}
 
 
 def test_every_family_module_declares_a_family():

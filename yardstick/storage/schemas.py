@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from yardstick.host import familyload
+from yardstick.host import familyload, selfcost
 from yardstick.tasks import registry
 from yardstick.tasks.base import FAMILY_LOAD, UTC_TS, rows_to_table
 
@@ -77,6 +77,15 @@ TABLES["retained_measures"] = pa.schema(
 # The host's load sampled through each family of a run (yardstick/host/familyload.py): one
 # row per sample, landed with the family's own tables (tasks/base.py, Family.run).
 TABLES[FAMILY_LOAD] = familyload.SCHEMA
+
+# The tool's own CPU and peak memory per phase of a run (yardstick/host/selfcost.py): start,
+# families and landing land with the run's other tables, before its warehouse update; the
+# warehouse and rendering phases after it, in a second commit (LATE_TABLES).
+TABLES[selfcost.TOOL_COST] = selfcost.SCHEMA
+
+# Tables a run adds rows to after its `runs` row landed and after the warehouse loaded it:
+# an update must load a loaded run's new rows of these (docs/reports.md, "The tool's own cost").
+LATE_TABLES = (selfcost.TOOL_COST,)
 
 
 def _with_family_tables(tables: dict[str, pa.Schema]) -> dict[str, pa.Schema]:
