@@ -16,11 +16,11 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from prefect import flow, get_run_logger
+from prefect import flow
 from prefect.states import Failed, State
 from pydantic import BaseModel
 
-from yardstick import interrupt
+from yardstick import engine, interrupt
 from yardstick.flows.landing import run_logger
 from yardstick.flows.outcome import EnvOutcome, RunEnded
 from yardstick.flows.plan import (
@@ -194,6 +194,13 @@ def send_collection(
     reads what the queue holds now, so a site whose worker was down gets one, not a backlog)."""
     from prefect.deployments import run_deployment
 
+    if not engine.orchestrated():
+        run_logger().warning(
+            "site %s: not collected: this run has no Prefect API to send it to (set "
+            "PREFECT_API_URL to the server the sites' workers serve)",
+            site,
+        )
+        return
     try:
         cancel_unstarted(COLLECT_SITE_DEPLOYMENT, site, "superseded by a newer collection")
         run_deployment(
@@ -210,7 +217,7 @@ def send_collection(
             timeout=0,
         )
     except Exception as exc:  # the other sites are still collected
-        get_run_logger().warning(
+        run_logger().warning(
             "site %s: collection not sent to its work queue: %s", site, str(exc).splitlines()[0]
         )
 
@@ -295,7 +302,7 @@ def collect(
             envs=sorted({env.name for env in envs} | {o.env for o in outcomes}),
         )
         if report.partitions or report.leftovers_removed:
-            get_run_logger().info(report.summary())
+            run_logger().info(report.summary())
     for outcome in outcomes:
         log_info(collected_line(outcome))
     summary = CollectSummary(

@@ -14,7 +14,7 @@ from datetime import datetime
 from prefect import get_run_logger
 from prefect.exceptions import MissingContextError
 
-from yardstick import __version__, interrupt
+from yardstick import __version__, engine, interrupt
 from yardstick.flows.outcome import EnvOutcome
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import Profile
@@ -46,7 +46,7 @@ def run_logger() -> logging.Logger | logging.LoggerAdapter:
     try:
         return get_run_logger()
     except MissingContextError:
-        return logging.getLogger("yardstick")
+        return engine.log
 
 
 def one_line(exc: BaseException) -> str:

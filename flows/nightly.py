@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
 import re
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
@@ -15,7 +17,7 @@ from prefect.states import Cancelled, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.utilities.annotations import quote
 
-from yardstick import interrupt
+from yardstick import engine, interrupt
 from yardstick.flows.announce import announce_verdicts
 from yardstick.flows.artifacts import for_artifact
 from yardstick.flows.landing import run_logger, task_run_label
@@ -46,6 +48,8 @@ from yardstick.tasks.base import RunContext
 
 # How long an interrupted run waits for its families to restore the servers and land.
 STOP_GRACE_S = 30.0
+# Host groups measured side by side at most (the flow's task runner has as many workers).
+MAX_PARALLEL_GROUPS = 8
 
 
 @task(name="measure-environment", cache_policy=NO_CACHE)
@@ -93,7 +97,10 @@ def measure_environments(
     server_binary: dict[str, str] | None = None,
     families: list[str] | None = None,
 ) -> list[EnvOutcome]:
-    """Submit every environment: one host group after another inside, groups side by side."""
+    """Measure every environment: one host group after another inside, groups side by side
+    (task runs in a flow run, threads of this process otherwise)."""
+    if not engine.orchestrated():
+        return _measure_plainly(envs, profile, run_id, lake_dir, server_binary, families)
     futures: list[PrefectFuture] = []
     groups = host_groups(envs)
     for group in groups:
@@ -131,6 +138,60 @@ def measure_environments(
         raise
 
 
+def _measure_plainly(
+    envs: list[Environment],
+    profile: Profile,
+    run_id: str,
+    lake_dir: str,
+    server_binary: dict[str, str] | None,
+    families: list[str] | None,
+) -> list[EnvOutcome]:
+    """measure_environments without a flow run: a thread per host group (as many as the
+    flow's task runner has workers), its environments one after another."""
+    groups = host_groups(envs)
+    peers = {e.name: e for e in envs}
+    holders = {
+        e.name: engine.journal.add(task_run_label("measure-environment", e.name), "PENDING")
+        for e in envs
+    }
+
+    def one_group(group: list[Environment]) -> list[EnvOutcome]:
+        """The group's environments in order (a measurement perturbs the next)."""
+        label, outcomes = host_group_label(group), []
+        for env in group:
+            holder = holders[env.name]
+            with engine.journal.running(holder.name, holder):
+                outcomes.append(
+                    measure_environment.fn(
+                        env,
+                        profile,
+                        run_id,
+                        lake_dir,
+                        label,
+                        server_binary,
+                        families=families,
+                        peers=peers,
+                    )
+                )
+        return outcomes
+
+    with ThreadPoolExecutor(
+        max_workers=max(1, min(MAX_PARALLEL_GROUPS, len(groups))),
+        thread_name_prefix="yardstick-measure",
+    ) as pool:
+        # Each thread gets a copy of this context (the run's settings, the stop's state).
+        futures = [
+            pool.submit(contextvars.copy_context().run, one_group, group) for group in groups
+        ]
+        try:
+            return [part for f in futures for o in f.result() for part in o.with_members()]
+        except BaseException as exc:
+            interrupt.request_stop(f"{type(exc).__name__} received")
+            for future in futures:
+                future.cancel()
+            raise
+
+
 def _label_of(env_name: str):
     """The measure-environment task run's name for one environment, as Prefect calls it."""
     label = task_run_label("measure-environment", env_name)
@@ -145,7 +206,7 @@ def compact_lake(lake_dir: str) -> str | None:
         report = compaction.compact(lake_dir)
     except OSError as exc:
         return _lake_problem(lake_dir, "compaction", exc)
-    get_run_logger().info(report.summary())
+    run_logger().info(report.summary())
     return None
 
 
@@ -159,7 +220,7 @@ def update_warehouse(
         result = warehouse.update(
             lake_dir, warehouse_path, full=full_rebuild, until_run_id=until_run_id
         )
-    get_run_logger().info(
+    run_logger().info(
         "warehouse %s (%s): %d runs, %d files read, load %.1f s, models %.1f s, total %.1f s",
         result.mode,
         result.reason,
@@ -180,7 +241,7 @@ def apply_retention(lake_dir: str, warehouse_path: str, detail_days: int) -> str
         report = retention.apply(lake_dir, warehouse_path, detail_days)
     except OSError as exc:
         return _lake_problem(lake_dir, "retention", exc)
-    get_run_logger().info(report.summary())
+    run_logger().info(report.summary())
     return None
 
 
@@ -192,7 +253,7 @@ def _lake_problem(lake_dir: str, what: str, exc: OSError) -> str:
     if exc.filename:
         reason += f": {exc.filename}"
     line = f"lake {lake_dir}: {what} not done ({reason}); the next run does it"
-    get_run_logger().error(line)
+    run_logger().error(line)
     return line
 
 
@@ -246,7 +307,11 @@ def _artifact_key(env: str) -> str:
     return "yardstick-" + re.sub(r"[^a-z0-9-]+", "-", env.lower()).strip("-")
 
 
-@flow(name="yardstick-nightly", task_runner=ThreadPoolTaskRunner(max_workers=8), log_prints=True)
+@flow(
+    name="yardstick-nightly",
+    task_runner=ThreadPoolTaskRunner(max_workers=MAX_PARALLEL_GROUPS),
+    log_prints=True,
+)
 def nightly(
     config_path: str | None = None,
     env_names: list[str] | None = None,
@@ -313,23 +378,31 @@ def nightly(
         return stopped("measuring", "stopped after restoring the servers")
     # A lake that fills up (or a folder lost) mid-run: what landed stays readable (every
     # lake file appears whole or not at all), so the run still builds and reports it.
-    problems = [compact_lake(lake_dir)]
+    problems = [engine.call(compact_lake, lake_dir)]
     try:
-        update_warehouse(lake_dir, warehouse_path, full_rebuild, until_run_id=run_id)
+        engine.call(update_warehouse, lake_dir, warehouse_path, full_rebuild, until_run_id=run_id)
     except interrupt.Interrupted:
         # dbt cancelled within seconds: a rebuild's folder is removed, an update left
         # unfinished makes the next one a rebuild; nothing rendered from a half-built one.
         return stopped("warehouse", "stopped while updating the warehouse")
-    problems.append(apply_retention(lake_dir, warehouse_path, detail_days))
+    problems.append(engine.call(apply_retention, lake_dir, warehouse_path, detail_days))
     problems = [line for line in problems if line]
     if interrupt.STOP.is_set():
         return stopped("reports", "stopped after updating the warehouse, before rendering")
-    reports = render(warehouse_path, out_dir, run_id, [part.summary() for part in parts])
+    sites = [part.summary() for part in parts]
+    reports = engine.call(render, warehouse_path, out_dir, run_id, sites)
     for outcome in outcomes:
         outcome.report = reports.get(outcome.env)
-    publish(reports, out_dir, warehouse_path, run_id)
-    # Tonight's verdict per environment as a Prefect event: an automation notifies people.
-    announce_verdicts(warehouse_path, run_id, configured_notify(config_path))
+    if engine.orchestrated():
+        # Artifacts, and tonight's verdict per environment as a Prefect event (an automation
+        # notifies people): both live in a Prefect API, which a one-shot run has none of.
+        publish(reports, out_dir, warehouse_path, run_id)
+        announce_verdicts(warehouse_path, run_id, configured_notify(config_path))
+    elif configured_notify(config_path):
+        run_logger().warning(
+            "notify: not sent: a notification block lives in a Prefect API, and this run has "
+            "none (set PREFECT_API_URL)"
+        )
     finished = summary()
     finished.problems = problems
     if finished.failed or problems:

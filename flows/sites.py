@@ -16,7 +16,7 @@ from prefect.deployments import run_deployment
 from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled
 
-from yardstick import __version__, interrupt
+from yardstick import __version__, engine, interrupt
 from yardstick.flows.landing import run_logger
 from yardstick.flows.outcome import EnvOutcome
 from yardstick.flows.plan import host_group_label
@@ -123,6 +123,16 @@ def send_sites(
         if site == LOCAL_SITE:
             continue
         part = SiteRun(site, envs)
+        if not engine.orchestrated():
+            # A one-shot run without a Prefect API: no work queue to send the site to.
+            part.missing = (
+                "not sent: this run has no Prefect API (set PREFECT_API_URL to the server "
+                "the sites' workers serve; without one `yardstick run` measures the local "
+                "site only)"
+            )
+            part.state = "not sent"
+            sent.append(part)
+            continue
         try:
             flow_run: FlowRun = run_deployment(
                 SITE_DEPLOYMENT,
@@ -168,6 +178,8 @@ def wait_for_sites(
     `start_timeout_s` (its worker is down) or still running after `site_timeout_s`."""
     started = started or time.monotonic()
     waiting = [p for p in parts if p.flow_run_id and not p.missing]
+    if not waiting:
+        return  # nothing sent: no client (a run without a Prefect API has none)
     with get_client(sync_client=True) as client:
         while waiting:
             elapsed = time.monotonic() - started

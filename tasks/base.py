@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel
 
-from yardstick import interrupt
+from yardstick import engine, interrupt
 from yardstick.access.environment import Environment
 from yardstick.host.familyload import LoadSampler
 from yardstick.host.tools import find_tool, search_tool
@@ -285,16 +285,20 @@ class Family:
     def run(
         self, env: Environment, profile: Any, context: RunContext, label: str | None = None
     ) -> Measured:
-        """Measure `env` as a Prefect task run (named `label`), the host's load sampled
-        through it: every family of a run lands its `family_load` rows this way."""
-        task = self.task
-        if label is not None:
-            # A callable, not a template: Prefect would format an environment name's braces.
-            task = task.with_options(task_run_name=lambda: label)
+        """Measure `env` as a Prefect task run named `label` (a plain call outside a flow run),
+        the host's load sampled through it: every family of a run lands its `family_load`
+        rows this way."""
         sampler = LoadSampler(self.name, env.on_server_host)
         try:
             with sampler:
-                measured = task(*self.arguments(env, profile, context))
+                if engine.orchestrated():
+                    measured = engine.call(
+                        self.task, *self.arguments(env, profile, context), name=label
+                    )
+                else:
+                    # No flow run (a one-shot CLI run): the function, retried as declared.
+                    with engine.journal.running(label):
+                        measured = self.run_plain(env, profile, context)
         except (interrupt.Interrupted, interrupt.FamilyTimeout):
             # What a stopped family finished lands from its snapshot: with the load too.
             tracked = _progress.get()

@@ -387,21 +387,3 @@ def s3_lake(tmp_path_factory) -> Iterator[S3Lake]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-
-
-def uvicorn_like_the_cli() -> subprocess.Popen:
-    """A Prefect API server process as the CLI starts one (found by its command line)."""
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "--factory",
-            "prefect.server.api.server:create_app",
-            "--port",
-            "0",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )

@@ -3,8 +3,6 @@ for each other where they must, and never stop, fail or blame each other."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import time
@@ -13,9 +11,8 @@ from pathlib import Path
 
 import lakes
 import pytest
-from conftest import finish, start_yardstick, uvicorn_like_the_cli, write_config
+from conftest import finish, start_yardstick, write_config
 
-from yardstick.app import prefect_server
 from yardstick.storage import lake, warehouse
 
 # Two runs of one folder: the server kind changes nothing.
@@ -67,49 +64,9 @@ def test_two_runs_in_one_folder_both_finish_and_both_are_kept(start_redis, tmp_p
         con.close()
     assert sorted(held) == sorted((env, run, 1) for env, run in landed.items())
     assert sorted(loaded) == sorted(held)
-    # Each run's Prefect server was its own and is gone with it: no pid file is left.
-    assert not list((tmp_path / ".yardstick" / "prefect").glob("server*.json"))
-
-
-def test_a_live_runs_server_is_left_alone_and_a_gone_runs_is_stopped(tmp_path):
-    home = tmp_path / "prefect"
-    home.mkdir()
-    alive, orphan = uvicorn_like_the_cli(), uvicorn_like_the_cli()
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    try:
-        # A run still running (this test's process) owns one; the other's run has ended.
-        me = os.getpid()
-        (home / f"server-{me}.json").write_text(
-            json.dumps(
-                {
-                    "pid": alive.pid,
-                    "port": 0,
-                    "owner": me,
-                    "owner_start": prefect_server._start_time(me),
-                }
-            )
-        )
-        (home / f"server-{gone.pid}.json").write_text(
-            json.dumps({"pid": orphan.pid, "port": 0, "owner": gone.pid, "owner_start": "1"})
-        )
-        time.sleep(0.5)
-        said = prefect_server.stop_leftover(home)
-        assert said is not None and str(orphan.pid) in said and str(alive.pid) not in said
-        assert orphan.wait(timeout=10) is not None
-        assert alive.poll() is None  # the live run's server still serves it
-        assert (home / f"server-{me}.json").exists()
-        assert not (home / f"server-{gone.pid}.json").exists()
-        # A reused pid (same number, another start time) is not the owner.
-        (home / f"server-{me}.json").write_text(
-            json.dumps({"pid": alive.pid, "port": 0, "owner": me, "owner_start": "1"})
-        )
-        assert str(alive.pid) in (prefect_server.stop_leftover(home) or "")
-        assert alive.wait(timeout=10) is not None
-    finally:
-        for process in (alive, orphan):
-            process.kill()
-            process.wait()
+    # Without PREFECT_API_URL neither run started a Prefect server: no pid file, no database.
+    prefect_home = tmp_path / ".yardstick" / "prefect"
+    assert not list(prefect_home.glob("server*.json")) and not list(prefect_home.glob("*.db"))
 
 
 def _small_lake(lake_dir: Path, env: str, at: datetime) -> str:

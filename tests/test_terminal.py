@@ -1,6 +1,6 @@
 """What an operator sees on a terminal during `yardstick run`: a line per environment with
-its current family, Prefect's log lines above it (never mixed into one), no telemetry notice
-and no link to the run's private Prefect server."""
+its current family, the log lines above it (never mixed into one), no telemetry notice and no
+link to a Prefect server (a one-shot run starts none)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from yardstick.app.progress import (
     shared_console_logging,
     split_label,
 )
+from yardstick.engine import PlainRun
 
 COLUMNS, ROWS = 140, 40
 SPINNER = set("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
@@ -129,8 +130,8 @@ def test_a_run_on_a_terminal_shows_each_environment_and_its_family(redis_server,
     for line in logs:
         # A log line holds nothing of the live lines (spinner, counts) glued to it.
         assert not SPINNER & set(line) and "families done" not in line, line
-    # Task runs carry their environment; no link to a server that stops with the run.
-    assert any("Task run 'round-trip[alpha]'" in line for line in logs), "\n".join(logs)
+    # Steps carry their environment (no Prefect API: plain steps, no task runs, no server).
+    assert any("Step round-trip[alpha]: completed" in line for line in logs), "\n".join(logs)
     text = "\n".join(final)
     assert "View at http://127.0.0.1" not in text
     assert "anonymous usage data" not in text  # Prefect's telemetry notice
@@ -161,17 +162,6 @@ def test_prefect_log_lines_go_through_the_shared_console_warning_and_up_unless_v
     assert "after" not in out.getvalue()
 
 
-class _Run:
-    """A task run as the Prefect API returns it (name, state, start time)."""
-
-    def __init__(self, name: str, state: str) -> None:
-        from prefect.client.schemas.objects import State, StateType
-
-        self.name = name
-        self.state = State(type=StateType(state))
-        self.start_time = None
-
-
 def test_lines_count_families_of_an_environment_and_its_nodes():
     assert split_label("throughput[scratch-a]") == ("throughput", "scratch-a")
     assert split_label("measure-environment[a[b]]") == ("measure-environment", "a[b]")
@@ -182,11 +172,11 @@ def test_lines_count_families_of_an_environment_and_its_nodes():
     progress = RunProgress(console, "run-x", plans, expected)
     progress.update(
         [
-            _Run("measure-environment[c]", "RUNNING"),
-            _Run("fingerprint[c]", "COMPLETED"),
-            _Run("fingerprint[c.127.0.0.1_7001]", "COMPLETED"),  # a node of c
-            _Run("round-trip[c]", "RUNNING"),
-            _Run("measure-environment[d]", "PENDING"),
+            PlainRun("measure-environment[c]", "RUNNING", time.time()),
+            PlainRun("fingerprint[c]", "COMPLETED", time.time()),
+            PlainRun("fingerprint[c.127.0.0.1_7001]", "COMPLETED", time.time()),  # a node of c
+            PlainRun("round-trip[c]", "RUNNING", time.time()),
+            PlainRun("measure-environment[d]", "PENDING", time.time()),
         ]
     )
     line = progress.lines["c"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from datetime import date
 from difflib import get_close_matches
 from pathlib import Path
@@ -120,14 +119,12 @@ def run(
     if profile not in PROFILES:
         fail(f"--profile: unknown profile {profile!r} (choose {', '.join(sorted(PROFILES))})")
     chosen, lake, home = _prepare(config, env, lake, state_dir, warehouse, out)
-    server = _spawn_server(home)  # its start (~10 s) overlaps the flows' imports
     from yardstick.flows.nightly import nightly  # Prefect reads its settings on import
 
     plans = _plans(chosen)
     expected = _expected(warehouse, profile)
     state = _run_flow(
         nightly,
-        server,
         verbose,
         plans,
         expected,
@@ -171,14 +168,12 @@ def collect(
     """Collect once by hand (SLOWLOG, latency monitor, commandstats: read commands only) into
     the lake, as the 5-minute `collect` deployment does."""
     chosen, lake, home = _prepare(config, env, lake, state_dir, None, None)
-    server = _spawn_server(home)
     from yardstick.flows.collect import collect as collect_flow
 
     # No lines per environment: a collection reads in plain threads, not task runs (a
     # second or two each), and says what it landed when it ends.
     state = _run_flow(
         collect_flow,
-        server,
         verbose,
         {},
         {},
@@ -298,34 +293,38 @@ def _expected(warehouse: Path, profile: str) -> dict[tuple[str, str], float]:
     }
 
 
-def _spawn_server(home: Path):
-    """This run's own Prefect server, starting (None when PREFECT_API_URL names one)."""
-    if os.environ.get("PREFECT_API_URL"):
-        return None
-    from yardstick.app.prefect_server import PrivatePrefectServer
-
-    return PrivatePrefectServer(home).spawn()
-
-
-def _run_flow(flow, server, verbose: bool, plans, expected, **parameters):
-    """Run a flow in this process as `run` does: its own Prefect server (unless
-    PREFECT_API_URL names one), Ctrl-C and SIGTERM stop it cleanly, a line per environment
-    on a terminal with Prefect's log lines above; its final state (None when stopped)."""
+def _run_flow(flow, verbose: bool, plans, expected, **parameters):
+    """Run a flow in this process: a Prefect flow run when PREFECT_API_URL names a server
+    (its task runs recorded there), else the flow's function called plainly (no Prefect
+    server is started for a one-shot run: engine.py); Ctrl-C and SIGTERM stop it cleanly, a
+    line per environment on a terminal with the log lines above; its final state (None when
+    stopped)."""
     import uuid
 
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_ENABLED, temporary_settings
+    from prefect.states import Completed, State
+
+    from yardstick import engine
     from yardstick.app.progress import RunProgress, shared_console_logging
 
+    api = bool(os.environ.get("PREFECT_API_URL"))
     # A name of our own: the progress lines find the flow run's task runs by it.
     name = f"{flow.name}-{uuid.uuid4().hex[:8]}"
-    progress = RunProgress(err, name, plans, expected)
+    engine.journal.clear()
+    progress = RunProgress(err, name, plans, expected, journal=None if api else engine.journal)
     with ExitStack() as stack:
         stack.enter_context(shared_console_logging(err, verbose))
-        if server is not None:
-            stack.enter_context(_private_prefect_server(server))
+        if not api:
+            # Nothing may start Prefect's ephemeral server behind the run's back: a client
+            # asked for without an API fails instead.
+            stack.enter_context(temporary_settings({PREFECT_SERVER_EPHEMERAL_ENABLED: False}))
         stack.enter_context(interrupt.signals_stop_the_run((signal.SIGINT, signal.SIGTERM)))
         stack.enter_context(progress.shown())
         try:
-            return flow.with_options(flow_run_name=name)(**parameters, return_state=True)
+            if api:
+                return flow.with_options(flow_run_name=name)(**parameters, return_state=True)
+            result = flow.fn(**parameters)
+            return result if isinstance(result, State) else Completed(data=result)
         except BaseException:
             # SIGTERM reaches the flow as Prefect's TerminationSignal, raised again after
             # the families stopped and the servers were restored.
@@ -359,58 +358,6 @@ def _stopped_sentence(where: str | None) -> str:
         "stopped; the measurements that finished have landed, what the run changed on scratch "
         "servers was set back, and the next run updates the warehouse and reports"
     )
-
-
-def _drain_prefect_workers() -> None:
-    """Send Prefect's queued logs and events before its server stops (else each is retried
-    against a closed port, for minutes, at exit)."""
-    import inspect
-
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-    from prefect.utilities.asyncutils import run_coro_as_sync
-
-    async def drain() -> None:
-        try:
-            result = APILogWorker.instance().drain()
-            if inspect.isawaitable(result):
-                await result
-        except RuntimeError:
-            pass  # never started
-        result = EventsWorker.drain_all()
-        if inspect.isawaitable(result):
-            await result
-
-    run_coro_as_sync(drain())
-
-
-@contextmanager
-def _private_prefect_server(server) -> Iterator[None]:
-    """Run the flow against the spawned Prefect server of its own (no PREFECT_API_URL)."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_UI_URL, temporary_settings
-
-    from yardstick.app.prefect_server import PrefectServerFailed
-    from yardstick.flows.hostlock import PRIVATE_API_VARIABLE
-
-    try:
-        server.wait()
-    except PrefectServerFailed as exc:
-        fail(str(exc), code=1)
-    if server.cleaned:
-        err.print(escape(server.cleaned), highlight=False, soft_wrap=True)
-    os.environ[PRIVATE_API_VARIABLE] = "1"  # no other run can see this server's limits
-    try:
-        # No UI URL: Prefect's "View at http://127.0.0.1:<port>/…" would name a server that
-        # stops with the run (a PREFECT_API_URL of the user's own keeps its link).
-        updates = {PREFECT_API_URL: server.api_url, PREFECT_UI_URL: ""}
-        with temporary_settings(updates=updates):
-            try:
-                yield
-            finally:
-                _drain_prefect_workers()
-    finally:
-        server.stop()
-        os.environ.pop(PRIVATE_API_VARIABLE, None)
 
 
 def _print_summary(summary, output: listing.Format, rendered: bool = True) -> None:

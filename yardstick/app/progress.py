@@ -3,8 +3,9 @@ planned, an ETA from earlier runs' step durations), with Prefect's log lines pri
 through the same Console, so the two never share a line.
 
 What each environment is doing is read from Prefect's own view of the run, the task runs of
-its flow run (`throughput[scratch-a]`, flows/landing.py names them), as the UI shows them:
-the flows know nothing of this display."""
+its flow run (`throughput[scratch-a]`, flows/landing.py names them), as the UI shows them; a
+run without a Prefect API reads the same names from the process's journal
+(yardstick/engine.py): the flows know nothing of this display."""
 
 from __future__ import annotations
 
@@ -21,10 +22,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn
 
+from yardstick.engine import Journal, PlainRun
+
 POLL_S = 1.0
 PAGE = 200
 # The task run that holds an environment's families (flows/nightly.py).
 HOLDER = "measure-environment"
+# States after which a family counts as done on its line.
+FINAL = ("COMPLETED", "FAILED", "CANCELLED", "CRASHED")
 
 
 @contextmanager
@@ -150,8 +155,10 @@ class RunProgress:
         plans: dict[str, list[str]] | None = None,
         expected: dict[tuple[str, str], float] | None = None,
         poll_s: float = POLL_S,
+        journal: Journal | None = None,
     ) -> None:
         self.console = console
+        self.journal = journal  # None: read the task runs from Prefect's API
         self.flow_run_name = flow_run_name
         self.plans = plans or {}
         self.expected = expected or {}
@@ -189,8 +196,8 @@ class RunProgress:
             self._ids[env] = self._progress.add_task(escape(env), detail="waiting")
         return self.lines[env]
 
-    def update(self, task_runs: list) -> None:
-        """Set every line from the flow run's task runs (name, state type)."""
+    def update(self, task_runs: list[PlainRun]) -> None:
+        """Set every line from the flow run's task runs (name, state type, start)."""
         now = time.monotonic()
         running: dict[str, tuple[str, float]] = {}
         for run in task_runs:
@@ -199,16 +206,15 @@ class RunProgress:
                 continue
             family, env = label
             line = self._line(env)
-            state = run.state.type.value if run.state else "PENDING"
+            state = run.state
             if family == HOLDER:
                 line.state = {"RUNNING": "running", "PENDING": "waiting"}.get(
                     state, "finished" if state in ("COMPLETED",) else state.lower()
                 )
                 continue
             if state == "RUNNING":
-                started = run.start_time.timestamp() if run.start_time else time.time()
-                running[line.env] = (family, now - (time.time() - started))
-            elif run.state and run.state.is_final():
+                running[line.env] = (family, now - (time.time() - run.started_s))
+            elif state in FINAL:
                 line.done.add(family)
         for line in self.lines.values():
             family, since = running.get(line.env, (None, None))
@@ -217,7 +223,7 @@ class RunProgress:
                 line.state = "running"
             self._progress.update(self._ids[line.env], detail=escape(line.text(now)))
 
-    def _read(self, client) -> list:
+    def _read(self, client) -> list[PlainRun]:
         """Every task run of the flow run, page by page."""
         from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 
@@ -225,12 +231,23 @@ class RunProgress:
         flow_runs = FlowRunFilter(name=FlowRunFilterName(any_=[self.flow_run_name]))
         while True:
             page = client.read_task_runs(flow_run_filter=flow_runs, limit=PAGE, offset=offset)
-            runs += page
+            runs += [
+                PlainRun(
+                    run.name or "",
+                    run.state.type.value if run.state else "PENDING",
+                    run.start_time.timestamp() if run.start_time else time.time(),
+                )
+                for run in page
+            ]
             if len(page) < PAGE:
                 return runs
             offset += PAGE
 
     def _poll(self) -> None:
+        if self.journal is not None:  # a run without a Prefect API: this process's own record
+            while not self._stop.wait(self.poll_s):
+                self.update(self.journal.runs())
+            return
         from prefect.client.orchestration import get_client
 
         with get_client(sync_client=True) as client:
