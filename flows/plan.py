@@ -3,7 +3,10 @@ and which environments share a host. The families describe themselves (tasks/, `
 
 from __future__ import annotations
 
-from yardstick.settings.config import ConfigError, Environment
+from yardstick.settings.config import Environment
+
+# Re-exported: the check needs no family imported (the CLI runs it before Prefect loads).
+from yardstick.settings.selection import check_families  # noqa: F401
 from yardstick.tasks.base import Family, in_scope
 from yardstick.tasks.registry import families
 
@@ -38,27 +41,6 @@ def _in_plan_order() -> list[Family]:
 
 
 FAMILIES: list[Family] = _in_plan_order()
-
-
-def check_families(envs: list[Environment], source: str) -> None:
-    """Refuse unknown family names, and write-load families asked of a read-only environment."""
-    known = {family.name: family for family in FAMILIES}
-    for env in envs:
-        for name in env.families or []:
-            family = known.get(name)
-            where = f"{source}: environment {env.name!r}, field 'families'"
-            if family is None:
-                raise ConfigError(f"{where}: no family {name!r} (known: {', '.join(known)})")
-            if family.scratch_only and env.mode != "scratch":
-                raise ConfigError(
-                    f"{where}: {name} writes to the server; read-only environments never get it"
-                )
-        for name, timeout_s in (env.family_timeouts_s or {}).items():
-            where = f"{source}: environment {env.name!r}, field 'family_timeouts_s'"
-            if name not in known:
-                raise ConfigError(f"{where}: no family {name!r} (known: {', '.join(known)})")
-            if not timeout_s > 0:
-                raise ConfigError(f"{where}: {name} must be a positive number of seconds")
 
 
 def families_for(env: Environment, only: list[str] | None = None) -> list[Family]:

@@ -2,65 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from difflib import get_close_matches
 
-from yardstick.flows.plan import check_families
 from yardstick.host.embedded import RedisProcess
 from yardstick.host.forwarder import Forwarder, socat_path
-from yardstick.settings.config import LOCAL_SITE, ConfigError, Environment, load_config
+from yardstick.settings.config import Environment, load_config
 
-EMBEDDED_NAME = "embedded"
-FORWARDED_NAME = "embedded-forwarded"
-
-
-def select(envs: list[Environment], names: list[str] | None, source: str) -> list[Environment]:
-    """Keep the environments named in `names` (all when None); unknown names are an error."""
-    check_families(envs, source)
-    if not names:
-        return envs
-    known = {env.name: env for env in envs}
-    for name in names:
-        if name not in known:
-            close = get_close_matches(name, known, n=3) or sorted(known)
-            raise ConfigError(f"{source}: no environment {name!r} (known: {', '.join(close)})")
-    return [known[name] for name in names]
-
-
-def missing_secrets(envs: list[Environment]) -> list[str]:
-    """Each password variable these environments name (password_env, sentinel.password_env)
-    that is not set, each as "environment 'x', field 'f': variable V is not set"."""
-    missing: list[str] = []
-    for env in envs:
-        wanted = [("password_env", env.password_env)]
-        if env.sentinel is not None:
-            wanted.append(("sentinel.password_env", env.sentinel.password_env))
-        for field, variable in wanted:
-            if variable and os.environ.get(variable) is None:
-                missing.append(
-                    f"environment {env.name!r}, field {field!r}: variable {variable} is not set"
-                )
-    return missing
-
-
-def check_secrets(envs: list[Environment], source: str) -> None:
-    """Before any server is contacted: every password variable of the environments this
-    process measures is set, else one ConfigError line naming each one missing. Only this
-    process's environments: another site's are checked by that site's own run, where its
-    variables live."""
-    missing = missing_secrets(envs)
-    if missing:
-        raise ConfigError(f"{source}: " + "; ".join(missing))
-
-
-def sites_of(envs: list[Environment]) -> dict[str, list[Environment]]:
-    """Environments by site, the local site first."""
-    by_site: dict[str, list[Environment]] = {}
-    for env in sorted(envs, key=lambda e: e.site != LOCAL_SITE):
-        by_site.setdefault(env.site, []).append(env)
-    return by_site
+# Re-exported: the checks live where the CLI reaches them without importing the flows.
+from yardstick.settings.selection import (  # noqa: F401
+    EMBEDDED_NAME,
+    FORWARDED_NAME,
+    check_secrets,
+    missing_secrets,
+    select,
+    sites_of,
+)
 
 
 def configured_lake(config_path: str | None) -> str | None:

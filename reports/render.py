@@ -13,6 +13,7 @@ from jinja2 import PackageLoader, StrictUndefined
 
 from yardstick.reports.charts import MOVED, render_charts, render_verdict_charts, trend_figures
 from yardstick.reports.labels import short_description, unit_label
+from yardstick.reports.numbers import fmt
 from yardstick.storage.warehouse import connect_read_only
 
 NATURE_LABEL = {
@@ -23,26 +24,6 @@ NATURE_LABEL = {
 # The absolutes the index shows beside each environment (index.md.j2); with the catalog's key
 # ratios (its trend_chart column, the trend chart's panels) they head an environment's report.
 HEADLINE_ABSOLUTES = ("rtt_client_p50_us", "server_ping_usec_per_call")
-
-
-def fmt(value: Any, unit: str | None = None) -> str:
-    """A number for people: 3 significant digits, thousands separators, shares as percent."""
-    if value is None:
-        return "n/a"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return str(value)
-    if unit == "share":
-        return f"{value * 100:.1f} %"
-    magnitude = abs(value)
-    if magnitude >= 1000 or float(value).is_integer():
-        return f"{value:,.0f}"
-    if magnitude >= 100:
-        return f"{value:.0f}"
-    if magnitude >= 10:
-        return f"{value:.1f}"
-    if magnitude >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
 
 
 def quantity(value: Any, unit: str | None) -> str:

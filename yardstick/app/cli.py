@@ -18,10 +18,16 @@ from rich.markup import escape
 from yardstick import __version__, interrupt
 from yardstick.app import listing
 from yardstick.app.runtime import configure_prefect  # first: opts out of Prefect's telemetry
-from yardstick.settings.config import ConfigError, load_config
-from yardstick.settings.profiles import PROFILES
+from yardstick.app.usage import OneLineUsage
+from yardstick.errors import ConfigError
+from yardstick.settings.names import PROFILE_NAMES
+
+# Nothing heavy at the top, nor in a command before its input is checked: `-h`, `--version`, a
+# bad file or flag, `trend` and `changes` answer without Prefect, dbt or a family imported
+# (tests/test_cli_light.py; figures: bench/cli_latency.py).
 
 app = typer.Typer(
+    cls=OneLineUsage,  # a mistyped option or value: one line, exit 2
     add_completion=False,
     no_args_is_help=True,
     help=__doc__,
@@ -33,7 +39,7 @@ console = Console()
 # No markup: a log line's `throughput[scratch-a]` is text, not a style tag.
 err = Console(stderr=True, markup=False)
 
-PROFILE_CHOICES = "|".join(sorted(PROFILES))
+PROFILE_CHOICES = "|".join(PROFILE_NAMES)
 
 
 def _print_version(value: bool) -> None:
@@ -116,8 +122,8 @@ def run(
     output: FormatOpt = listing.Format.table,
 ) -> None:
     """Measure the environments (or an embedded scratch Redis), land, build, render."""
-    if profile not in PROFILES:
-        fail(f"--profile: unknown profile {profile!r} (choose {', '.join(sorted(PROFILES))})")
+    if profile not in PROFILE_NAMES:
+        fail(f"--profile: unknown profile {profile!r} (choose {', '.join(PROFILE_NAMES)})")
     chosen, lake, home = _prepare(config, env, lake, state_dir, warehouse, out)
     from yardstick.flows.nightly import nightly  # Prefect reads its settings on import
 
@@ -226,14 +232,14 @@ def _prepare(
     warehouse: Path | None,
     out: Path | None,
 ):
-    """Check the file, the names and the paths before Prefect starts (a bad one lands
-    nothing); return (the chosen environments, None for the embedded one; the lake; Prefect's
-    home)."""
-    # Prefect's settings before its first import (flows.targets imports it), so that its
-    # home and the ephemeral server's start timeout are ours; the folder comes later.
+    """Check the file, the names, the secrets and the paths before Prefect or a family is
+    imported (a bad one costs a fraction of a second and lands nothing); return (the chosen
+    environments, None for the embedded one; the lake; Prefect's home)."""
+    # Prefect's settings before its first import (the flow the command runs next), so that
+    # its home and the ephemeral server's start timeout are ours; the folder comes later.
     configure_prefect(state_dir, create=False)
-    from yardstick.flows.targets import EMBEDDED_NAME, missing_secrets, select, sites_of
-    from yardstick.settings.config import LOCAL_SITE
+    from yardstick.settings.config import LOCAL_SITE, load_config
+    from yardstick.settings.selection import EMBEDDED_NAME, missing_secrets, select, sites_of
 
     problems: list[str] = []
     chosen = None
@@ -405,15 +411,14 @@ def report(
     out: OutOpt = Path("reports-out"),
 ) -> None:
     """Rebuild the warehouse and every environment's latest report from the lake alone."""
-    import duckdb
-
-    from yardstick.reports.render import render_reports
-    from yardstick.storage.warehouse import update
-
     _check_paths(warehouse, out)
     lake = _chosen_lake(lake, config, warehouse)
     _check_lake(lake)
+    import duckdb
+
+    from yardstick.reports.render import render_reports
     from yardstick.storage.dbt import signals_stop_the_update
+    from yardstick.storage.warehouse import update
 
     try:
         with signals_stop_the_update():
@@ -443,16 +448,16 @@ def compact(
     update: Annotated[bool, typer.Option(help="Update the warehouse first.")] = True,
 ) -> None:
     """Merge the lake's small files, update the warehouse, drop detail past its retention."""
-    import duckdb
-
-    from yardstick.storage import compaction, retention
-    from yardstick.storage.warehouse import update as update_warehouse
-
     if detail_days < 1:
         fail(f"--detail-days: must be at least 1 (got {detail_days})")
     _check_paths(warehouse, None)
     lake = _chosen_lake(lake, config, warehouse)
     _check_lake(lake)
+    import duckdb
+
+    from yardstick.storage import compaction, retention
+    from yardstick.storage.warehouse import update as update_warehouse
+
     try:
         console.print(compaction.compact(lake).summary())
     except OSError as exc:
@@ -482,10 +487,10 @@ app.add_typer(lake_app, name="lake")
 def lake_migrate(config: ConfigOpt = None, lake: LakeChoiceOpt = None) -> None:
     """Convert a lake of the earlier format into Delta tables (rows counted per table and
     environment before the old files go); the first compaction does the same."""
-    from yardstick.storage import migrate
-
     lake = _chosen_lake(lake, config, Path("warehouse.duckdb"))
     _check_lake(lake)
+    from yardstick.storage import migrate
+
     if not migrate.needed(lake):
         said = f"{lake}: nothing to migrate (every table is a Delta table)"
         console.print(escape(said), highlight=False, soft_wrap=True)
@@ -552,6 +557,8 @@ def _chosen_lake(lake: str | None, config: Path | None, warehouse: Path) -> str:
     source = "--lake" if lake else ""
     if not lake and config is not None:
         try:
+            from yardstick.settings.config import load_config
+
             lake = load_config(config).lake
         except ConfigError as exc:
             fail(str(exc))
@@ -570,23 +577,9 @@ def _chosen_lake(lake: str | None, config: Path | None, warehouse: Path) -> str:
 
 def _recorded_lake(warehouse: Path) -> str | None:
     """The lake the warehouse was last updated from (None without one, or when unreadable)."""
-    if not warehouse.is_file():
-        return None
-    import duckdb
+    from yardstick.app.reader import recorded_lake
 
-    from yardstick.storage.warehouse import META
-
-    try:
-        con = duckdb.connect(str(warehouse), read_only=True)
-    except duckdb.Error:
-        return None
-    try:
-        row = con.execute(f"select value from {META} where key = 'lake'").fetchone()
-    except duckdb.Error:
-        return None
-    finally:
-        con.close()
-    return row[0] if row else None
+    return recorded_lake(warehouse)
 
 
 def _other_lake(recorded: str, lake: str, strict: bool = True) -> bool:
@@ -618,8 +611,7 @@ def trend(
     output: FormatOpt = listing.Format.table,
 ) -> None:
     """Print a figure's history for one environment, oldest first, with change markers."""
-    from yardstick.reports.changepoints import series_change_points
-    from yardstick.reports.render import fmt
+    from yardstick.reports.numbers import fmt
 
     con = _open_warehouse(warehouse, ctx)
     envs = [r[0] for r in con.execute("select distinct env from runs").fetchall()]
@@ -661,6 +653,9 @@ def trend(
         else:
             err.print(said, highlight=False)
         return
+    # ruptures (and scipy) load here, only when there is a series to look at.
+    from yardstick.reports.changepoints import series_change_points
+
     points = {p.run_id: p for p in series_change_points(con, env, figure, subject)}
     verdict = con.execute(
         "select verdict, change_share, noise_share from changes"
@@ -886,7 +881,7 @@ def _check_lake(lake: str) -> None:
 
 def _open_warehouse(warehouse: Path, ctx: typer.Context):
     """The warehouse, read-only, or a one-line error."""
-    from yardstick.storage.warehouse import connect_read_only
+    from yardstick.app.reader import connect_read_only
 
     try:
         con = connect_read_only(warehouse)

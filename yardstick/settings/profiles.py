@@ -2,12 +2,14 @@
 
 A profile has one field per family with settings, holding that family's settings model; the
 families declare the model and its values in "quick" and "nightly" (tasks/, `FAMILY.settings`
-and `FAMILY.presets`), so this module only composes them."""
+and `FAMILY.presets`), so this module only composes them. Their names and timeouts are in
+yardstick/settings/names.py, which the CLI reads without importing the families."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from yardstick.settings.names import FAMILY_TIMEOUTS_S
 from yardstick.tasks import registry
 
 # Re-exported: callers name a family's settings model through the profile they belong to.
@@ -22,10 +24,6 @@ from yardstick.tasks.slow_commands import SlowCommandsProfile  # noqa: F401
 from yardstick.tasks.slowlog import SlowlogProfile  # noqa: F401
 from yardstick.tasks.throughput import ThroughputProfile  # noqa: F401
 from yardstick.tasks.transport import TransportProfile  # noqa: F401
-
-# The built-in profiles and their wall-clock bound for one family on one environment (an
-# environment's `family_timeouts_s` overrides it per family).
-FAMILY_TIMEOUTS_S = {"quick": 120.0, "nightly": 600.0}
 
 
 class _ProfileBase(BaseModel):
