@@ -54,6 +54,8 @@ class DbtResult:
     nodes: list[tuple[str, str, float]] = field(default_factory=list)
     # How dbt came by the project's parse: reused, partial, or a full parse and why.
     parse_mode: str = ""
+    # With record=True: every query dbt ran, in order, as (node unique id, sql, bindings).
+    queries: list[tuple[str, str, object]] | None = None
 
     @property
     def seconds(self) -> float:
@@ -330,10 +332,12 @@ def run(
     duckdb_threads: int | None = None,
     project: Path | None = None,
     state_for: Path | None = None,
+    record: bool = False,
 ) -> DbtResult:
     """Invoke dbt (`build`, `run`, `test`, ...) on `warehouse_path`; raise ModelError naming the
     failing node. `state_for`: the warehouse whose dbt state to use (a rebuild's temporary file
-    uses its final path's, so the updates after it reuse its parse).
+    uses its final path's, so the updates after it reuse its parse). `record`: keep every query
+    dbt ran (DbtResult.queries; yardstick/storage/plan.py replays them).
 
     Ctrl-C or SIGTERM (or any stop request, yardstick/interrupt.py) stops it within seconds:
     the running query is cancelled and interrupt.Interrupted raised, never a ModelError."""
@@ -342,7 +346,9 @@ def run(
     if interrupt.STOP.is_set():
         raise interrupt.Interrupted(f"{interrupt.stop_reason()}: dbt {args[0]} not started")
     try:
-        outcome, nodes, mode = _invoke(warehouse_path, args, duckdb_threads, project, state_for)
+        outcome, nodes, mode, queries = _invoke(
+            warehouse_path, args, duckdb_threads, project, state_for, record
+        )
     except KeyboardInterrupt:  # a signal just before or after dbt's own handling
         raise interrupt.Interrupted(f"{interrupt.stop_reason()}: dbt {args[0]} stopped") from None
     if interrupt.STOP.is_set() and (outcome.exception is not None or not outcome.success):
@@ -358,7 +364,9 @@ def run(
         for item in getattr(outcome.result, "results", None) or []
     }
     return DbtResult(
-        nodes=[(node, status, seconds.get(node, 0.0)) for node, status in nodes], parse_mode=mode
+        nodes=[(node, status, seconds.get(node, 0.0)) for node, status in nodes],
+        parse_mode=mode,
+        queries=queries,
     )
 
 
@@ -368,9 +376,10 @@ def _invoke(
     duckdb_threads: int | None,
     project: Path | None,
     state_for: Path | None,
+    record: bool = False,
 ):
     """One dbt invocation under the state folder's lock: (outcome, [(node, status)], parse
-    mode in words)."""
+    mode in words, the queries it ran when `record`, else None)."""
     from dbt.cli.main import dbtRunner  # heavy import: only when the warehouse is built
 
     _parse_ignores_path()
@@ -431,8 +440,9 @@ def _invoke(
         # is given (ephemeral CTEs injected once), so a reused one breaks the next. The saved
         # parse makes a repeated invocation skip parsing anyway.
         runner = dbtRunner(callbacks=[collect])
+        queries: list[tuple[str, str, object]] | None = [] if record else None
         try:
-            with _stoppable() as stopper:
+            with _stoppable() as stopper, _recording(queries):
                 outcome = runner.invoke(argv)
         finally:
             _close_duckdb()
@@ -442,7 +452,31 @@ def _invoke(
         mode = parse_events[-1]
     else:
         mode = "full parse: no saved parse" if not had_parse else "full parse"
-    return outcome, nodes, mode
+    return outcome, nodes, mode, queries
+
+
+@contextmanager
+def _recording(into: list | None) -> Iterator[None]:
+    """Append every query dbt runs to `into` as (node unique id, sql, bindings), in order
+    (nothing when `into` is None). dbt runs one invocation at a time (_DBT_LOCK), so the
+    adapter's query method is wrapped for this invocation only."""
+    if into is None:
+        yield
+        return
+    from dbt.adapters.sql.connections import SQLConnectionManager
+    from dbt_common.events.contextvars import get_node_info
+
+    original = SQLConnectionManager.add_query
+
+    def add_query(self, sql, auto_begin=True, bindings=None, *args, **kwargs):
+        into.append((get_node_info().get("unique_id") or "", sql, bindings))
+        return original(self, sql, auto_begin, bindings, *args, **kwargs)
+
+    SQLConnectionManager.add_query = add_query
+    try:
+        yield
+    finally:
+        SQLConnectionManager.add_query = original
 
 
 def persist_docs(warehouse_path: Path, project: Path) -> int:

@@ -21,7 +21,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +30,7 @@ import duckdb
 import pyarrow as pa
 
 from yardstick import interrupt
-from yardstick.storage import dbt, lake, lakefs
+from yardstick.storage import dbt, lake, lakefs, plan
 from yardstick.storage.schemas import DETAIL_TABLES, SCHEMA_VERSION, TABLES, file_schema
 
 log = logging.getLogger(__name__)
@@ -546,8 +546,10 @@ def _update(
     if not batch:
         con = _connect(warehouse_path)
         try:
+            con.execute("begin")
             _save_survey(con, survey, held)
             _save_unfinished(con, survey, survey.candidates | pending)
+            con.execute("commit")
         finally:
             con.close()
         return UpdateResult(
@@ -564,48 +566,185 @@ def _update(
         why = f"run {run} of {env} arrived after later runs were loaded"
         return _rebuild(lake_dir, warehouse_path, why, start, until_run_id)
 
-    load_start = time.perf_counter()
-    con = _connect(warehouse_path)
-    try:
-        _set_meta(con, state="updating", lake=str(lake_dir))
-        read = _load_batch(con, lake_dir, survey, batch)
+    def remember(con: duckdb.DuckDBPyConnection) -> None:
+        """What this update saw of the lake: kept with the batch it loads."""
         _detail_views(con, lake_dir)
         _save_survey(con, survey, held)
         _save_unfinished(con, survey, survey.candidates | pending)
-    finally:
-        con.close()
-    load_s = time.perf_counter() - load_start
-    models_start = time.perf_counter()
-    # Views and seeds exist since the last full build; only tables and marts take the batch.
-    result = dbt.run(warehouse_path, INCREMENTAL_ARGS)
-    models_s = time.perf_counter() - models_start
+
+    applied = _replay_batch(warehouse_path, lake_dir, survey, batch, remember)
+    if applied is None:
+        applied = _dbt_batch_on_copy(warehouse_path, lake_dir, survey, batch, remember)
     log.info(
-        "warehouse %s: %d new runs (load %.1f s, models %.1f s); dbt %s",
+        "warehouse %s: %d new runs (load %.1f s, models %.1f s); %s",
         warehouse_path,
         len(batch),
-        load_s,
-        models_s,
-        result.parse_mode,
+        applied.load_s,
+        applied.models_s,
+        applied.parse_mode,
     )
-    con = _connect(warehouse_path)
-    try:
-        _append_loaded(con, batch)
-        _set_meta(con, state="ok")
-        con.execute("checkpoint")
-    finally:
-        con.close()
     return UpdateResult(
         warehouse_path,
         "incremental",
         f"{len(batch)} new runs",
         len(batch),
-        read,
-        load_s,
-        models_s,
+        applied.read,
+        applied.load_s,
+        applied.models_s,
         time.perf_counter() - start,
-        result.nodes,
-        result.parse_mode,
+        applied.nodes,
+        applied.parse_mode,
     )
+
+
+@dataclass
+class _Applied:
+    """What adding one batch to the marts did."""
+
+    read: int  # lake files read
+    load_s: float
+    models_s: float
+    nodes: list[tuple[str, str, float]]
+    parse_mode: str
+
+
+def _load(
+    con: duckdb.DuckDBPyConnection,
+    lake_dir: lakefs.LakePath,
+    survey: Survey,
+    batch: set[tuple[str, str]],
+    remember: Callable[[duckdb.DuckDBPyConnection], None] | None,
+) -> int:
+    """The batch into raw.*, and what the update keeps of the lake (`remember`); files read."""
+    _set_meta(con, lake=str(lake_dir))
+    read = _load_batch(con, lake_dir, survey, batch)
+    if remember is not None:
+        remember(con)
+    return read
+
+
+def _replay_batch(
+    path: Path,
+    lake_dir: lakefs.LakePath,
+    survey: Survey,
+    batch: set[tuple[str, str]],
+    remember: Callable[[duckdb.DuckDBPyConnection], None] | None,
+) -> _Applied | None:
+    """Add the batch in one transaction: load it, replay the models' recorded plan
+    (yardstick/storage/plan.py) and mark its runs loaded. A process killed at any point leaves
+    the warehouse as the previous update left it, so the next update loads the same runs again.
+    None, with nothing changed, when the warehouse holds no plan recorded for what it is now."""
+    from yardstick import interrupt
+
+    load_start = time.perf_counter()
+    con = _connect(path)
+    try:
+        con.execute("begin")
+        read = _load(con, lake_dir, survey, batch, remember)
+        recorded = plan.stored(con, plan.key(con, dbt.models_digest(), INCREMENTAL_ARGS))
+        if recorded is None:
+            return None  # closing rolls back
+        models_start = time.perf_counter()
+        load_s = models_start - load_start
+        try:
+            nodes = plan.replay(con, recorded)
+        except duckdb.Error as exc:
+            if interrupt.STOP.is_set():
+                raise
+            # Not expected (the key covers what the statements depend on): dbt runs the
+            # models instead, says which failed if one does, and records a new plan.
+            log.warning(
+                "warehouse %s: the recorded dbt plan failed (%s); dbt runs the models",
+                path,
+                str(exc).splitlines()[0],
+            )
+            return None
+        _append_loaded(con, batch)
+        con.execute("commit")
+        con.execute("checkpoint")
+        models_s = time.perf_counter() - models_start
+    finally:
+        con.close()
+    return _Applied(read, load_s, models_s, nodes, "recorded dbt plan replayed (dbt not started)")
+
+
+def _dbt_batch(
+    path: Path,
+    lake_dir: lakefs.LakePath,
+    survey: Survey,
+    batch: set[tuple[str, str]],
+    remember: Callable[[duckdb.DuckDBPyConnection], None] | None,
+    state_for: Path,
+) -> _Applied:
+    """Add the batch with dbt itself, recording what it runs as the warehouse's plan for the
+    next updates. Not atomic (dbt commits each model): callers run it on a copy or a rebuild's
+    file, never on the warehouse in place."""
+    load_start = time.perf_counter()
+    con = _connect(path)
+    try:
+        con.execute("begin")
+        read = _load(con, lake_dir, survey, batch, remember)
+        plan_key = plan.key(con, dbt.models_digest(), INCREMENTAL_ARGS)
+        con.execute("commit")
+    finally:
+        con.close()
+    models_start = time.perf_counter()
+    load_s = models_start - load_start
+    result = dbt.run(path, INCREMENTAL_ARGS, state_for=state_for, record=True)
+    recorded = plan.from_recording(result.queries or [])
+    con = _connect(path)
+    try:
+        con.execute("begin")
+        _append_loaded(con, batch)
+        if recorded:
+            plan.save(con, recorded, plan_key)
+        else:
+            plan.forget(con)
+        con.execute("commit")
+    finally:
+        con.close()
+    models_s = time.perf_counter() - models_start
+    return _Applied(read, load_s, models_s, result.nodes, f"dbt {result.parse_mode}, plan recorded")
+
+
+def _dbt_batch_on_copy(
+    warehouse_path: Path,
+    lake_dir: lakefs.LakePath,
+    survey: Survey,
+    batch: set[tuple[str, str]],
+    remember: Callable[[duckdb.DuckDBPyConnection], None],
+) -> _Applied:
+    """_dbt_batch on a copy of the warehouse, swapped into place when done: a process killed
+    halfway leaves the warehouse as it was (and a copy the next update removes)."""
+    tmp = building_path(warehouse_path)
+    _clear_killed_rebuild(warehouse_path)
+    tmp.parent.mkdir(parents=True)
+    try:
+        con = _connect(warehouse_path)
+        try:
+            con.execute("checkpoint")  # the copy must hold every committed change (no WAL)
+        finally:
+            con.close()
+        shutil.copyfile(warehouse_path, tmp)
+        applied = _dbt_batch(tmp, lake_dir, survey, batch, remember, warehouse_path)
+        con = _connect(tmp)
+        try:
+            con.execute("checkpoint")
+        finally:
+            con.close()
+    except BaseException:
+        _remove_building(warehouse_path)
+        raise
+    _swap_in(tmp, warehouse_path)
+    return applied
+
+
+def _swap_in(tmp: Path, warehouse_path: Path) -> None:
+    """Put a finished file (a rebuild, an update on a copy) in the warehouse's place."""
+    # A WAL beside the old file belongs to the old file: it must not meet the new one.
+    warehouse_path.with_name(warehouse_path.name + ".wal").unlink(missing_ok=True)
+    os.replace(tmp, warehouse_path)
+    _remove_building(warehouse_path)
 
 
 def _rebuild_batches(complete: set[tuple[str, str]]) -> list[set[tuple[str, str]]]:
@@ -688,21 +827,30 @@ def _rebuild(
         read = 0
         parse_mode = ""
         for index, batch in enumerate(batches):
+            if index > 0:
+                # Each later batch is an incremental update of the file being built: dbt
+                # records its statements once, the batches after replay them.
+                applied = _replay_batch(tmp, lake_dir, survey, batch, None) or _dbt_batch(
+                    tmp, lake_dir, survey, batch, None, warehouse_path
+                )
+                read += applied.read
+                load_s += applied.load_s
+                models_s += applied.models_s
+                nodes += applied.nodes
+                continue
             load_start = time.perf_counter()
             con = _connect(tmp)
             try:
                 read += _load_batch(con, lake_dir, survey, batch)
-                if index == 0:
-                    _detail_views(con, lake_dir)
+                _detail_views(con, lake_dir)
             finally:
                 con.close()
             load_s += time.perf_counter() - load_start
             models_start = time.perf_counter()
-            args = FULL_ARGS if index == 0 else INCREMENTAL_ARGS
             # The final path's dbt state: the update after this rebuild reuses its parse.
-            result = dbt.run(tmp, args, state_for=warehouse_path)
+            result = dbt.run(tmp, FULL_ARGS, state_for=warehouse_path)
             models_s += time.perf_counter() - models_start
-            parse_mode = parse_mode or result.parse_mode
+            parse_mode = result.parse_mode
             nodes += result.nodes
             con = _connect(tmp)
             try:
@@ -718,10 +866,7 @@ def _rebuild(
     except BaseException:
         _remove_building(warehouse_path)
         raise
-    # A WAL beside the old file belongs to the old file: it must not meet the new one.
-    warehouse_path.with_name(warehouse_path.name + ".wal").unlink(missing_ok=True)
-    os.replace(tmp, warehouse_path)
-    _remove_building(warehouse_path)
+    _swap_in(tmp, warehouse_path)
     log.info(
         "warehouse %s rebuilt (%s): %d runs in %d batches (load %.1f s, models %.1f s); dbt %s",
         warehouse_path,
