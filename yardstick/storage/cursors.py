@@ -18,11 +18,16 @@ One run's rows suffice: each family lands its detail before the row its cursor i
 run before it took its own cursor by the same rule. A cursor older than the truth only lands
 rows again (the SQL deduplicates them); none newer than the truth can be read.
 
-Cheap, as a collection must be: the tables' logs give each data file's partition and run_id
-range, so only files of the environment's newest two periods (a month boundary) that hold
-runs before the collecting one are opened, their run_id column first, then the one run's
-rows. A lake that cannot be read gives an empty Landed: land everything once, say so in the
-step."""
+Cheap, as a collection must be: each table's log is replayed once per collection (every
+environment's cursors come from the same table versions), and a data file's run_id range in
+the log says which runs it may hold. Collections land one file per environment and table, each
+holding one run, so the newest complete run is found from the statistics alone: the files of
+the environment's newest two periods (a month boundary) are walked newest first, a file is
+opened only when its range holds several runs (merged by a compaction) and could still hold
+a newer one, and a run counts as complete from a `runs` file of that one run without opening
+it. Then the one run's rows are read. A round of 50 environments opens about two small files
+per environment, not each of its files of the month. A lake that cannot be read gives an
+empty Landed: land everything once, say so in the step."""
 
 from __future__ import annotations
 
@@ -111,17 +116,9 @@ def _one_line(exc: BaseException) -> str:
 
 def _read(listing: Listing, env: str, before_run_id: str) -> Landed:
     """Landed from the newest complete run of each cursor table."""
-    complete: dict[tuple[str, ...], set[str]] = {}
-
-    def complete_in(periods: list[str]) -> set[str]:
-        """Runs of `env` in `periods` whose runs row has landed (read once per periods)."""
-        key = tuple(periods)
-        if key not in complete:
-            complete[key] = _complete_runs(listing, env, periods) if periods else set()
-        return complete[key]
-
-    slowlog = _newest_rows(listing, "slowlog_collections", env, before_run_id, complete_in)
-    latency = _newest_rows(listing, "latency_latest", env, before_run_id, complete_in)
+    complete = _Complete(listing.of(lake.COMPLETES_A_RUN, env))
+    slowlog = _newest_rows(listing, "slowlog_collections", env, before_run_id, complete)
+    latency = _newest_rows(listing, "latency_latest", env, before_run_id, complete)
     ids: dict[str, int] = {}
     for row in slowlog[1] if slowlog else []:
         # The highest id landed: the newest queued (everything above the cursor landed),
@@ -146,13 +143,31 @@ def _read(listing: Listing, env: str, before_run_id: str) -> Landed:
     )
 
 
-def _complete_runs(listing: Listing, env: str, periods: list[str]) -> set[str]:
-    """Runs of `env` in `periods` whose runs row has landed."""
-    runs: set[str] = set()
-    for f in listing.of(lake.COMPLETES_A_RUN, env):
-        if f.period in periods:
-            runs.update(lake.run_ids_of(f))
-    return runs
+def _runs_in(f: lake.LakeFile, opened: dict[lake.LakePath, frozenset[str]]) -> frozenset[str]:
+    """The runs a data file holds: its statistics when they name one run, else its run_id
+    column (read once)."""
+    if f.min_run and f.min_run == f.max_run:
+        return frozenset((f.min_run,))
+    if f.path not in opened:
+        opened[f.path] = frozenset(lake.run_ids_of(f))
+    return opened[f.path]
+
+
+class _Complete:
+    """Whether a run of one environment counts (its `runs` row has landed), from the runs
+    files' statistics; a file is opened only when its range holds several runs."""
+
+    def __init__(self, files: list[lake.LakeFile]) -> None:
+        self.files = files
+        self.opened: dict[lake.LakePath, frozenset[str]] = {}
+
+    def __call__(self, run_id: str) -> bool:
+        period = lake.run_period(run_id)
+        return any(
+            run_id in _runs_in(f, self.opened)
+            for f in self.files
+            if f.period == period and f.min_run <= run_id <= f.max_run
+        )
 
 
 def _newest_rows(
@@ -160,26 +175,31 @@ def _newest_rows(
     table: str,
     env: str,
     before_run_id: str,
-    complete_in: Callable[[list[str]], set[str]],
+    complete: _Complete,
 ) -> tuple[str, list[dict]] | None:
-    """(run id, rows) of the newest complete run before `before_run_id` with rows in `table`,
-    or None."""
+    """(run id, rows) of the newest complete run before `before_run_id` with rows in `table`
+    (in the environment's newest two periods), or None."""
     own = lake.run_period(before_run_id)
     files = [f for f in listing.of(table, env) if f.period <= own and f.min_run < before_run_id]
-    periods = sorted({f.period for f in files}, reverse=True)[:PERIODS_READ]
-    complete = complete_in(periods)
-    newest, holders = None, []
+    periods = set(sorted({f.period for f in files}, reverse=True)[:PERIODS_READ])
+    # Newest first by the highest run a file may hold: once that is below the newest complete
+    # run found, no later file can hold a newer one.
+    files = sorted((f for f in files if f.period in periods), key=lambda f: f.max_run, reverse=True)
+    opened: dict[lake.LakePath, frozenset[str]] = {}
+    newest: str | None = None
     for f in files:
-        if f.period not in periods:
-            continue
-        runs = [r for r in lake.run_ids_of(f) if r < before_run_id and r in complete]
-        if not runs:
-            continue
-        if newest is None or max(runs) > newest:
-            newest, holders = max(runs), [f]
-        elif max(runs) == newest:
-            holders.append(f)
+        if newest is not None and f.max_run < newest:
+            break
+        for run in sorted(_runs_in(f, opened), reverse=True):
+            if newest is not None and run <= newest:
+                break
+            if run < before_run_id and complete(run):
+                newest = run
+                break
     if newest is None:
         return None
+    holders = [
+        f for f in files if f.min_run <= newest <= f.max_run and newest in _runs_in(f, opened)
+    ]
     rows = [row for f in holders for row in lake.read_file(f, run_ids={newest}).to_pylist()]
     return newest, rows
