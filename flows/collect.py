@@ -21,6 +21,7 @@ from prefect.states import Failed, State
 from pydantic import BaseModel
 
 from yardstick import engine, interrupt
+from yardstick.flows.hostlock import holding
 from yardstick.flows.landing import run_logger
 from yardstick.flows.outcome import EnvOutcome, RunEnded
 from yardstick.flows.plan import (
@@ -160,14 +161,17 @@ def collect_environments(
 
     def one_group(group: list[Environment]) -> list[EnvOutcome]:
         label = host_group_label(group)
-        # Environments on one host run one after another: a read perturbs the next.
-        return [
-            part
-            for env in group
-            for part in collect_environment(
-                env, profile, run_id, lake_dir, label, context
-            ).with_members()
-        ]
+        # Environments on one host run one after another: a read perturbs the next. Their
+        # hosts are held once for the group (one lease, each server asked who it is once),
+        # not once per environment.
+        with holding(group, f"yardstick collect {run_id}", run_logger().info, HOST_WAIT_S):
+            return [
+                part
+                for env in group
+                for part in collect_environment(
+                    env, profile, run_id, lake_dir, label, context
+                ).with_members()
+            ]
 
     with ThreadPoolExecutor(
         max_workers=max(1, min(MAX_PARALLEL_GROUPS, len(groups))),
