@@ -527,7 +527,9 @@ def _update(
                 if not meta:
                     reason = "the warehouse was built by an earlier version of the tool"
                 elif meta.get("state") != "ok":
-                    reason = "the previous update did not finish"
+                    # Only an earlier version's update leaves this (its models committed one
+                    # by one): an update now commits whole or not at all.
+                    reason = "an update by an earlier version of the tool did not finish"
                 elif meta.get("models_digest") != expected["models_digest"]:
                     reason = "the SQL models changed"
                 elif meta.get("schema_version") != expected["schema_version"]:
