@@ -32,6 +32,7 @@ from yardstick.flows.plan import (
 )
 from yardstick.flows.targets import configured_lake, environments, sites_of
 from yardstick.flows.units import measure_units
+from yardstick.host import selfcost
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import Profile, SlowlogProfile, get_profile
 from yardstick.storage import compaction, cursors, lake
@@ -258,6 +259,7 @@ def cancel_unstarted(deployment_name: str, site: str, why: str) -> int:
 
 
 @flow(name="yardstick-collect", log_prints=True)
+@selfcost.metered(by_environment=False)  # a few rows per collection, not one per environment
 def collect(
     config_path: str | None = None,
     env_names: list[str] | None = None,
@@ -277,6 +279,7 @@ def collect(
     profile = collect_profile(keep_slowlog_args)
     run_id = lake.new_run_id()
     lake_dir = lake_dir or configured_lake(config_path) or "lake"
+    meter = selfcost.current()  # the tool's own cost per phase, landed as `tool_cost`
     with environments(config_path, env_names) as (envs, server_binary):
         by_site = sites_of(envs)
         if site is None and config_path:
@@ -294,7 +297,9 @@ def collect(
         # Same rule as the nightly run: one server host is read by one thing at a time.
         # One commit per table for the whole collection (runs last), not per environment.
         with lake.batch(lake_dir, f"collection {run_id}"):
+            meter.switch("measure")
             outcomes = collect_environments(envs, profile, run_id, lake_dir, server_binary)
+            meter.switch("landing")  # the batch's commit, then a merge when one is due
     if compact_after_files > 0:
         # Every ~2 hours per environment, not every 5 minutes: a merge rewrites the month's
         # file. Skipped (not waited for) while the nightly run compacts.
@@ -307,6 +312,13 @@ def collect(
         )
         if report.partitions or report.leftovers_removed:
             run_logger().info(report.summary())
+    meter.finish()
+    try:  # one small commit after the batch's, its cost inside `landing`
+        carrier = min((o.env for o in outcomes), default=None)
+        if carrier is not None:
+            selfcost.land(meter, lake_dir, run_id, carrier)
+    except Exception as exc:  # the collection is in: this costs only the rows
+        run_logger().warning("lake %s: the tool's cost not landed: %s", lake_dir, exc)
     for outcome in outcomes:
         log_info(collected_line(outcome))
     summary = CollectSummary(

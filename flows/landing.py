@@ -16,6 +16,7 @@ from prefect.exceptions import MissingContextError
 
 from yardstick import __version__, engine, interrupt
 from yardstick.flows.outcome import EnvOutcome
+from yardstick.host import selfcost
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import Profile
 from yardstick.storage import lake
@@ -100,14 +101,20 @@ def run_family(
             "duration_s": 0.0,
         }
     timeout_s = family_timeout_s(family.name, env, profile)
+    meter = selfcost.current()  # the tool's own cost: this thread's CPU for the family
     try:
-        with tracking_progress() as progress, interrupt.bounded(family.name, timeout_s):
+        with (
+            tracking_progress() as progress,
+            interrupt.bounded(family.name, timeout_s),
+            meter.family(family.name, env.name),
+        ):
             if plain:
                 measured = family.run_plain(env, profile, context)
             else:
                 measured = _named_task_run(family, env, profile, context)
-        for table, data in measured.tables.items():
-            lake.write(lake_dir, table, env.name, run_id, data)
+        with meter.landing(env.name):
+            for table, data in measured.tables.items():
+                lake.write(lake_dir, table, env.name, run_id, data)
         # Not a steps column: record_run takes it off into the outcome (what a collection says).
         step["landed_rows"] = {table: data.num_rows for table, data in measured.tables.items()}
         # Cells or repetitions left out to stay within the bound: partial, and says which.
@@ -164,8 +171,9 @@ def land_finished(
         return said, Measured()
     try:
         measured = progress.snapshot()
-        for table, data in measured.tables.items():
-            lake.write(lake_dir, table, env.name, run_id, data)
+        with selfcost.current().landing(env.name):
+            for table, data in measured.tables.items():
+                lake.write(lake_dir, table, env.name, run_id, data)
     except Exception as exc:  # said in the step: the stop itself is the news
         run_logger().warning("%s: finished work not landed: %s", env.name, one_line(exc))
         return f"{progress.summary()} finished, not landed: {one_line(exc)}", Measured()
@@ -283,8 +291,9 @@ def record_run(
     try:
         # Steps before the run row: a run row is the mark that the environment's files are
         # whole (the warehouse leaves out files of runs without one).
-        lake.write(lake_dir, "steps", env.name, run_id, to_table("steps", steps))
-        lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run_row]))
+        with selfcost.current().landing(env.name):
+            lake.write(lake_dir, "steps", env.name, run_id, to_table("steps", steps))
+            lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run_row]))
     except OSError as exc:  # a full disk here must not stop the other environments
         status, error = "failed", f"not landed: {one_line(exc)}"
         run_logger().error("%s: %s", env.name, error)

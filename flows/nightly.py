@@ -39,6 +39,7 @@ from yardstick.flows.targets import (
     sites_of,
 )
 from yardstick.flows.units import measure_units
+from yardstick.host import selfcost
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import Profile, get_profile
@@ -259,10 +260,15 @@ def _lake_problem(lake_dir: str, what: str, exc: OSError) -> str:
 
 @task(name="render-reports", cache_policy=NO_CACHE)
 def render(
-    warehouse_path: str, out_dir: str, run_id: str, sites: list[dict] | None = None
+    warehouse_path: str,
+    out_dir: str,
+    run_id: str,
+    sites: list[dict] | None = None,
+    own_cost: list[dict] | None = None,
 ) -> dict[str, str]:
-    """Render one markdown report per environment of this run, plus the index."""
-    written = render_reports(warehouse_path, out_dir, run_id, sites=sites)
+    """Render one markdown report per environment of this run, plus the index; `own_cost`:
+    the tool's cost of this run's phases the warehouse does not hold yet."""
+    written = render_reports(warehouse_path, out_dir, run_id, sites=sites, own_cost=own_cost)
     return {env: str(path) for env, path in written.items()}
 
 
@@ -312,6 +318,7 @@ def _artifact_key(env: str) -> str:
     task_runner=ThreadPoolTaskRunner(max_workers=MAX_PARALLEL_GROUPS),
     log_prints=True,
 )
+@selfcost.metered()
 def nightly(
     config_path: str | None = None,
     env_names: list[str] | None = None,
@@ -340,6 +347,8 @@ def nightly(
     check_run_paths(lake_dir, warehouse_path, out_dir)
     run_id = lake.new_run_id()
     parts: list[SiteRun] = []
+    # The tool's own cost per phase (yardstick/host/selfcost.py), landed as `tool_cost`.
+    meter = selfcost.current()
     with environments(config_path, env_names) as (envs, server_binary):
         by_site = sites_of(envs)
         # This process measures the local site only: other sites check their own secrets.
@@ -348,7 +357,9 @@ def nightly(
             # Other sites measure from where their servers are, meanwhile.
             parts = send_sites(by_site, run_id, lake_dir, config_path, chosen.name)
         local = by_site.get(LOCAL_SITE, [])
+        meter.switch("measure")
         outcomes = measure_environments(local, chosen, run_id, lake_dir, server_binary)
+        meter.switch(None)
     if parts:
         wait_for_sites(parts, start_timeout_s, site_timeout_s, started=wall_start)
         outcomes += site_outcomes(parts, run_id, lake_dir, chosen.name)
@@ -365,8 +376,20 @@ def nightly(
             outcomes=outcomes,
         )
 
+    def land_cost(phases: tuple[str, ...] | None = None) -> None:
+        """Land the tool's cost measured so far (of `phases`) under the run's first
+        environment; a lake that refuses it loses only it."""
+        try:
+            carrier = min((o.env for o in outcomes), default=None)
+            if carrier is not None:
+                selfcost.land(meter, lake_dir, run_id, carrier, phases)
+        except Exception as exc:  # the run's measurements are in: this costs only the rows
+            run_logger().warning("lake %s: the tool's cost not landed: %s", lake_dir, exc)
+
     def stopped(where: str, message: str) -> State:
         """The run stopped by the operator at `where`, for its caller."""
+        meter.finish()
+        land_cost()
         part = summary()
         part.stopped = where
         said = f"{interrupt.stop_reason()}: {message}"
@@ -378,7 +401,12 @@ def nightly(
         return stopped("measuring", "stopped after restoring the servers")
     # A lake that fills up (or a folder lost) mid-run: what landed stays readable (every
     # lake file appears whole or not at all), so the run still builds and reports it.
+    meter.switch("landing")
     problems = [engine.call(compact_lake, lake_dir)]
+    meter.switch(None)
+    # Before the update that loads this run: the warehouse and rendering phases land later.
+    land_cost()
+    meter.switch("warehouse")
     try:
         engine.call(update_warehouse, lake_dir, warehouse_path, full_rebuild, until_run_id=run_id)
     except interrupt.Interrupted:
@@ -390,7 +418,10 @@ def nightly(
     if interrupt.STOP.is_set():
         return stopped("reports", "stopped after updating the warehouse, before rendering")
     sites = [part.summary() for part in parts]
-    reports = engine.call(render, warehouse_path, out_dir, run_id, sites)
+    meter.switch("rendering")
+    # This run's warehouse phase is in no warehouse yet: the report shows it from the meter.
+    own_cost = meter.report_rows(("warehouse",))
+    reports = engine.call(render, warehouse_path, out_dir, run_id, sites, own_cost)
     for outcome in outcomes:
         outcome.report = reports.get(outcome.env)
     if engine.orchestrated():
@@ -403,6 +434,8 @@ def nightly(
             "notify: not sent: a notification block lives in a Prefect API, and this run has "
             "none (set PREFECT_API_URL)"
         )
+    meter.finish()
+    land_cost(selfcost.LATE_PHASES)  # a second, small commit: loaded by the next update
     finished = summary()
     finished.problems = problems
     if finished.failed or problems:

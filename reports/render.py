@@ -204,20 +204,48 @@ def _report_tables(con: duckdb.DuckDBPyConnection, key: list[str]) -> dict[str, 
     }
 
 
+def with_own_cost(tables: dict[str, list[dict]], own_cost: list[dict]) -> None:
+    """Add this run's phases measured in this process but not in the warehouse yet (its own
+    update) to the report's tool-cost rows, and their CPU to the run's total against the
+    measurement windows (the division report_tool_cost_run makes for the loaded phases)."""
+    shown = tables.setdefault("tool_cost", [])
+    loaded = {(row["phase"], row["prober_pid"]) for row in shown if row["run_wide"]}
+    added = [row for row in own_cost if (row["phase"], row["prober_pid"]) not in loaded]
+    # Where report_tool_cost's phase_order puts them: after the landing.
+    order = {"warehouse": 5, "rendering": 6, "total": 7}
+    for row in added:
+        cores_s = row["wall_s"] * row["cores"]  # as tool_cost.cpu_share_of_cores divides
+        share = row["cpu_s"] / cores_s if cores_s else None
+        phase_order = order.get(row["phase"], 8)
+        shown.append({**row, "phase_order": phase_order, "cpu_share_of_cores": share})
+    for run in tables.get("tool_cost_run", []):
+        mine = [row for row in added if row["prober_pid"] == run.get("prober_pid")]
+        if mine and run["tool_cpu_s"] is not None:
+            run["tool_cpu_s"] += sum(row["cpu_s"] for row in mine)
+            run["phases"] = ", ".join(filter(None, [run["phases"], *(r["phase"] for r in mine)]))
+            windows_s = run["windows_s"]
+            run["tool_cpu_per_window_s"] = run["tool_cpu_s"] / windows_s if windows_s else None
+
+
 def render_reports(
     warehouse_path: str | Path,
     out_dir: str | Path,
     run_id: str | None = None,
     sites: list[dict] | None = None,
+    own_cost: list[dict] | None = None,
 ) -> dict[str, Path]:
     """Write <out>/<env>.md per environment, index.md and comparison.md; return env -> path.
-    `sites`: what a fanned-out nightly run knows of each remote site (flows/sites.py)."""
+    `sites`: what a fanned-out nightly run knows of each remote site (flows/sites.py);
+    `own_cost`: the tool's cost of this run's phases the warehouse does not hold yet
+    (selfcost.Meter.report_rows: its own update)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jinja = _jinja()
     con = connect_read_only(warehouse_path, who=f"run {run_id}" if run_id else None)
     try:
         contexts = [environment_context(con, run) for run in _latest_runs(con, run_id)]
+        for context in contexts:
+            with_own_cost(context["tables"], own_cost or [])
         member_of = dict(
             con.execute("select member, member_of from environment_members").fetchall()
         )

@@ -284,3 +284,63 @@ def test_the_next_update_loads_the_late_phases_of_a_loaded_run(tmp_path):
     finally:
         con.close()
     assert dict(rows) == {"start": 1, "measure": 1, "family": 1, "warehouse": 1, "rendering": 1}
+
+
+@pytest.mark.e2e
+def test_a_real_run_lands_its_cost_and_reports_it(redis_server, tmp_path):
+    """`yardstick run` (one shot, its own process) on a real server: every phase lands, the
+    process's phases add up to at most its total, the report shows the table, and the
+    warehouse keeps what the run loaded; a collection lands its few rows too."""
+    from conftest import finish, open_warehouse, run_paths, start_yardstick, write_config
+
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [
+            {
+                "name": "scratch-a",
+                "url": redis_server.url,
+                "mode": "scratch",
+                "families": ["fingerprint", "round_trip", "throughput", "slowlog"],
+            }
+        ],
+    )
+    args = ["--config", str(config), *run_paths(tmp_path)]
+    done = finish(start_yardstick(tmp_path, "run", "--profile", "quick", *args), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = lake.read(tmp_path / "lake", "tool_cost").to_pylist()
+    nightly_run = rows[0]["run_id"]
+    run_wide = {r["phase"]: r for r in rows if r["run_wide"]}
+    assert set(run_wide) == {"start", "measure", "landing", "warehouse", "rendering", "total"}
+    families = {r["family"] for r in rows if r["phase"] == "family"}
+    assert families == {"fingerprint", "round_trip", "throughput", "slowlog"}
+    assert {r["env"] for r in rows} == {"scratch-a"}
+    assert all(r["cpu_s"] >= 0 and r["peak_rss_bytes"] > 0 for r in rows)
+    assert all(r["prober_pid"] == rows[0]["prober_pid"] for r in rows)
+    phases = sum(r["cpu_s"] for p, r in run_wide.items() if p != "total")
+    assert phases <= run_wide["total"]["cpu_s"] + 1e-6
+    assert run_wide["start"]["cpu_s"] > 0.1  # the process's imports are in it
+    # redis-benchmark is the measurement's load, kept apart from the tool's own.
+    throughput = next(r for r in rows if r["family"] == "throughput")
+    assert throughput["children_cpu_s"] > throughput["cpu_s"]
+
+    report = (tmp_path / "out" / "scratch-a.md").read_text()
+    section = report.split("## The tool's own cost", 1)[1].split("\n## ", 1)[0]
+    for shown in ("start:", "· throughput (scratch-a", "warehouse update (this run's"):
+        assert shown in section, section
+    assert "tool CPU ÷ measurement windows" in section
+
+    con = open_warehouse(tmp_path / "w.duckdb")
+    try:
+        loaded = {r[0] for r in con.execute("select phase from marts.tool_cost").fetchall()}
+    finally:
+        con.close()
+    assert loaded == {"start", "measure", "family", "landing"}
+
+    lake_args = ["--lake", str(tmp_path / "lake"), "--state-dir", str(tmp_path / "state")]
+    done = finish(start_yardstick(tmp_path, "collect", "--config", str(config), *lake_args))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = lake.read(tmp_path / "lake", "tool_cost").to_pylist()
+    collected = [r for r in rows if r["run_id"] != nightly_run]
+    # One row per phase and family for the whole collection, none per environment.
+    assert collected and all(r["run_wide"] for r in collected)
+    assert {r["phase"] for r in collected} == {"start", "measure", "family", "landing", "total"}

@@ -57,4 +57,6 @@ select
     cores,
     cpu_share_of_cores,
     cpu_share_of_host_busy,
+    prober_hostname,
+    prober_pid,
 from shown

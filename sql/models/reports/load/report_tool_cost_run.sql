@@ -18,11 +18,14 @@ phases as (
         run_id,
         prober_hostname,
         prober_pid,
-        /* The phases one after another (their sum is at most the process's total). */
-        sum(cpu_s) filter (phase <> 'total') as tool_cpu_s,
-        sum(children_cpu_s) filter (phase <> 'total') as children_cpu_s,
-        sum(wall_s) filter (phase <> 'total') as phases_wall_s,
-        string_agg(phase, ', ' order by started_at) filter (phase <> 'total') as phases,
+        /* The process's phases one after another (their sum is at most its total); a
+           collection's family rows (run-wide, threads) are inside `measure`. */
+        sum(cpu_s) filter (cpu_scope = 'process' and phase <> 'total') as tool_cpu_s,
+        sum(children_cpu_s) filter (cpu_scope = 'process' and phase <> 'total')
+            as children_cpu_s,
+        sum(wall_s) filter (cpu_scope = 'process' and phase <> 'total') as phases_wall_s,
+        string_agg(phase, ', ' order by started_at)
+            filter (cpu_scope = 'process' and phase <> 'total') as phases,
         any_value(cpu_s) filter (phase = 'total') as total_cpu_s,
         any_value(wall_s) filter (phase = 'total') as total_wall_s,
         any_value(cores) as cores,
@@ -34,6 +37,8 @@ phases as (
 select
     r.run_id,
     r.env,
+    r.prober_hostname,
+    r.prober_pid,
     w.windows_s,
     p.tool_cpu_s,
     p.children_cpu_s,
