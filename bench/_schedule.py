@@ -232,14 +232,25 @@ def replay(
     return out, owner
 
 
+def table_owners() -> dict[str, str]:
+    """Every table the tool may land, with who declares it: a family's name, or `run` for the
+    tables yardstick/storage/schemas.py declares itself (runs, steps, family_load, ...)."""
+    from yardstick.tasks.registry import families
+
+    owners = {table: "run" for table in TABLES}
+    for family in families().values():
+        owners |= {table: family.name for table in family.tables}
+    return owners
+
+
 def declared_tables(kind: str) -> set[str]:
-    """Every table the tool may land in a run of `kind`, from its own declarations (families
-    that may run there, runs and steps)."""
+    """Every table the tool may land in a run of `kind`, from its own declarations: the tables
+    of the families that may run there, and every table no family owns (whatever the run)."""
     from yardstick.tasks.registry import families
 
     collection = kind.endswith("_collection")
     scratch = kind.startswith("scratch")
-    tables = {"runs", "steps"}
+    tables = {table for table, owner in table_owners().items() if owner == "run"}
     for family in families().values():
         if (collection and not family.collected) or (not scratch and family.scratch_only):
             continue
@@ -248,14 +259,39 @@ def declared_tables(kind: str) -> set[str]:
 
 
 def unknown_tables() -> dict[str, list[str]]:
-    """Per run kind, tables the tool declares that the real shape has never seen (rerun
-    bench/real_shape.py); empty when the shape is current."""
-    out = {}
+    """Per table the tool declares that the real shape has never seen, the run kinds whose
+    record lacks it (rerun bench/real_shape.py); empty when the shape is current."""
+    out: dict[str, list[str]] = {}
     for kind in KINDS:
-        missing = declared_tables(kind) - set(kind_shape(kind)["rows"])
-        if missing:
-            out[kind] = sorted(missing)
+        for table in sorted(declared_tables(kind) - set(kind_shape(kind)["rows"])):
+            out.setdefault(table, []).append(kind)
     return out
+
+
+RETAKE = (
+    "re-take the shape from real runs with `nice -n 10 .venv/bin/python bench/real_shape.py` "
+    "(it starts two redis-servers and runs a real nightly and 4 collections, a few minutes), "
+    "then commit bench/real_shape.json"
+)
+
+
+def unknown_table_problems() -> list[str]:
+    """One line per table missing from bench/real_shape.json: which table, who declares it,
+    which run kinds lack it, and how to re-take the shape."""
+    owners = table_owners()
+    problems = []
+    for table, kinds in unknown_tables().items():
+        owner = owners.get(table, "run")
+        who = (
+            "yardstick/storage/schemas.py (no family)"
+            if owner == "run"
+            else f"the {owner!r} family"
+        )
+        problems.append(
+            f"table {table!r}, declared by {who}, is missing from bench/real_shape.json "
+            f"({', '.join(kinds)}): {RETAKE}"
+        )
+    return problems
 
 
 KINDS = ("scratch_nightly", "read_only_nightly", "scratch_collection", "read_only_collection")

@@ -9,9 +9,11 @@ on a temporary Prefect server, as the tests do): one nightly run of a scratch en
 read-only one, then a few collections of both. Then it reads the lake and records, per run
 kind (scratch_nightly, read_only_nightly, scratch_collection, read_only_collection):
 
-- the families that ran (steps) and, for every table those families declare, the rows that
-  run landed (0 when none): the bench fails loudly when the tool declares a table this file
-  does not know (run this script again);
+- the families that ran (steps) and, for every table the tool declares (yardstick/storage/
+  schemas.py: the run's own tables such as runs, steps, family_load, and every family's) and
+  every table found in the lake, the rows that run landed (0 when none): bench/retention.py
+  fails loudly, naming the table, when the tool declares a table this file does not know
+  (run this script again, niced: it takes a few minutes, and commit the JSON);
 - the rows themselves, at most MAX_ROWS per table (timestamps as seconds after the run's
   start): the bench replays them for the tables it has no model of, so their columns,
   values and row counts are real ones.
@@ -66,21 +68,17 @@ def _jsonable(value: object, started: datetime) -> object:
     return value
 
 
-def declared_tables(kind: str) -> dict[str, list[str]]:
-    """The tables each family that may run in a run of `kind` declares (runs and steps under
-    'run'), from the tool's own declarations."""
-    from yardstick.flows.plan import FAMILIES
+def declared_tables() -> dict[str, str]:
+    """Every table the tool may land, with its owner (a family's name, or `run` for the tables
+    yardstick/storage/schemas.py declares itself: runs, steps, family_load, ...): what the
+    shape must record for every run kind, 0 rows where that kind lands none."""
+    from yardstick.storage.schemas import TABLES
+    from yardstick.tasks.registry import families
 
-    collection = kind.endswith("_collection")
-    scratch = kind.startswith("scratch")
-    out = {"run": ["runs", "steps"]}
-    for family in FAMILIES:
-        if collection and not family.collected:
-            continue
-        if not scratch and family.scratch_only:
-            continue
-        out[family.name] = sorted(family.tables)
-    return out
+    owners = {table: "run" for table in TABLES}
+    for family in families().values():
+        owners |= {table: family.name for table in family.tables}
+    return owners
 
 
 def start_servers(work: Path) -> list:
@@ -120,13 +118,17 @@ def fill_app_keys(server) -> None:
 
 
 def read_lake(lake_dir: Path) -> dict[tuple[str, str], dict[str, list[dict]]]:
-    """Every landed row, by (env, run id) and table (the lake's current files)."""
+    """Every landed row, by (env, run id) and table (the current files of every Delta table
+    in the lake, declared or not: a table nobody declared still shows in the shape)."""
     import pyarrow.parquet as pq
 
     from yardstick.storage import lake
 
+    tables = sorted(
+        name for name in os.listdir(lake_dir) if (lake_dir / name / "_delta_log").is_dir()
+    )
     out: dict[tuple[str, str], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for f in lake.current_files(lake_dir):
+    for f in lake.current_files(lake_dir, tables):
         for row in pq.read_table(f.path).to_pylist():
             out[(f.env, row["run_id"])][f.table].append(row)
     return out
@@ -149,8 +151,7 @@ def summarise(
         steady = found[1:] if kind.endswith("_collection") and len(found) > 1 else found
         run_id, example = steady[-1]
         started = example["runs"][0]["started_at"]
-        declared = declared_tables(kind)
-        names = sorted({t for ts in declared.values() for t in ts} | set(example))
+        names = sorted(set(declared_tables()) | {t for _, tables in found for t in tables})
         rows = {
             table: int(statistics.median(len(tables.get(table, [])) for _, tables in steady))
             for table in names
@@ -262,6 +263,8 @@ def measure(args: argparse.Namespace) -> dict:
             "how": "bench/real_shape.py: " + " ".join(sys.argv[1:]),
         },
         "kinds": kinds,
+        # Who declares each table (a family, or `run`: yardstick/storage/schemas.py itself).
+        "owners": declared_tables(),
     }
 
 
@@ -280,6 +283,12 @@ def main() -> None:
     for kind, data in shape["kinds"].items():
         landed = {t: n for t, n in data["rows"].items() if n}
         print(f"{kind}: {len(landed)} tables, {sum(landed.values()):,} rows: {landed}")
+    never = [
+        table
+        for table in shape["owners"]
+        if not any(data["rows"].get(table) for data in shape["kinds"].values())
+    ]
+    print(f"declared, landed by no run kind here: {', '.join(never) or 'none'}")
     print(f"wrote {args.out.relative_to(REPO) if args.out.is_relative_to(REPO) else args.out}")
 
 

@@ -17,7 +17,9 @@ Nights and collections are shaped like real ones (bench/_schedule.py, from bench
 every table a real scratch nightly, read-only nightly and collection landed, with their row
 counts; collections land only the SLOWLOG entries and latency samples new since the last).
 The self-check fails the bench (exit 1) when the tool declares a table the real shape has
-never seen, or when a table the real run landed is not generated; and when landing and
+never seen (any table of yardstick/storage/schemas.py, a family's or the run's own such as
+family_load: the message names it and says how to re-take the shape), or when a table the
+real run landed is not generated; and when landing and
 compacting with yardstick.storage gives other rows, or more files, than the direct writer.
 
 The lake is assembled from a store of generated units (one environment's month as compaction
@@ -346,11 +348,7 @@ def shape_check(shape: Shape) -> dict:
     """The generated runs against the real ones (bench/real_shape.json): every table the tool
     declares is known to the shape, and every table the real run landed is generated; rows per
     table side by side. `problems` non-empty fails the bench."""
-    problems = [
-        f"{kind}: the tool declares {', '.join(tables)}, which bench/real_shape.json has never "
-        "seen: run .venv/bin/python bench/real_shape.py"
-        for kind, tables in sched.unknown_tables().items()
-    ]
+    problems = sched.unknown_table_problems()
     day = sched.TONIGHT - timedelta(days=1)
     # A scratch and a read-only environment, both with the latency monitor on.
     scratch, read_only = 0, 9
