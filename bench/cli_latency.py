@@ -5,7 +5,7 @@ built warehouse: each run N times in a fresh process, as a user runs `yardstick`
 the median wall, the median CPU-seconds and peak RSS of the process (os.wait4: the child's own
 rusage, what getrusage(RUSAGE_CHILDREN) adds up), its exit code and stderr's line count, and,
 from one more run, which heavy modules it imported (Prefect, dbt, the families, the flows,
-matplotlib, jinja2, deltalake, ruptures). Target: <= 1 s wall each on a quiet machine.
+matplotlib, jinja2, deltalake, ruptures, scipy). Target: <= 1 s wall each on a quiet machine.
 
 `--tree LABEL=DIR` measures the CLI of another checkout side by side, rounds interleaved
 (e.g. the commit before the light CLI: `git archive 432aaae | tar -x -C /tmp/cli-before`,

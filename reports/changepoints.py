@@ -1,6 +1,6 @@
-"""Change points over a figure's whole history, located with ruptures (penalised kernel
-change-point detection with a linear kernel: PELT on least squares, in C), on demand for the
-series a report, chart or CLI shows."""
+"""Change points over a figure's whole history, located as ruptures' penalised kernel
+change-point detection with a linear kernel does (PELT on least squares; reports/pelt.py, its
+numpy port), on demand for the series a report, chart or CLI shows."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from datetime import datetime
 
 import duckdb
 import numpy as np
-import ruptures
+
+from yardstick.reports.pelt import pelt_l2
 
 MIN_POINTS = 8
 MIN_SEGMENT = 3
@@ -51,8 +52,7 @@ def breakpoints(values: list[float]) -> list[int]:
     signal = np.asarray(values, dtype=float)
     sigma = _noise_sigma(signal)
     penalty = 3 * sigma**2 * math.log(len(signal))
-    detector = ruptures.KernelCPD(kernel="linear", min_size=MIN_SEGMENT)
-    cuts = [int(end) for end in detector.fit(signal).predict(pen=penalty)][:-1]
+    cuts = pelt_l2(signal, penalty, MIN_SEGMENT)[:-1]
     # Drop the smallest break below MIN_CHANGE_SHARE, merge its segments, and look again:
     # the medians a kept break reports are those of the merged segments.
     while cuts:

@@ -22,9 +22,10 @@ FORBIDDEN = (
     "matplotlib",
     "jinja2",
     "deltalake",
+    # Change points are reports/pelt.py's (numpy): no ruptures, no scipy (a second of CPU).
+    "ruptures",
+    "scipy",
 )
-# Only `trend` with a series to look at needs change points (ruptures, and scipy with it).
-CHANGE_POINTS = ("ruptures", "scipy")
 # Runs the CLI as the `yardstick` script does, then lists what it imported (argv[1]: where).
 CHILD = """
 import sys
@@ -53,9 +54,9 @@ def yardstick(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], 
     return proc, modules
 
 
-def heavy(modules: set[str], forbidden: tuple[str, ...] = FORBIDDEN) -> list[str]:
+def heavy(modules: set[str]) -> list[str]:
     """The forbidden module families among `modules`."""
-    return sorted({f for f in forbidden for m in modules if m == f or m.startswith(f + ".")})
+    return sorted({f for f in FORBIDDEN for m in modules if m == f or m.startswith(f + ".")})
 
 
 def one_line_refusal(proc: subprocess.CompletedProcess[str]) -> str:
@@ -92,7 +93,7 @@ def test_help_and_version_import_nothing_heavy(tmp_path, args):
     proc, modules = yardstick(tmp_path, *args)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()
-    assert not heavy(modules, FORBIDDEN + CHANGE_POINTS)
+    assert not heavy(modules)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -168,7 +169,7 @@ def test_a_bad_environments_file_is_one_light_line(tmp_path, command, case):
 def test_a_bad_flag_is_one_light_line(tmp_path, args, says):
     proc, modules = yardstick(tmp_path, *args)
     assert says in one_line_refusal(proc)
-    assert not heavy(modules, FORBIDDEN + CHANGE_POINTS)
+    assert not heavy(modules)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -195,18 +196,18 @@ def test_trend_and_changes_on_a_built_warehouse_are_light(tmp_path, built):
     proc, modules = yardstick(tmp_path, *trend)
     assert proc.returncode == 0, proc.stderr
     assert f"{bench.FIGURE} on {bench.ENV}" in proc.stdout and "change point" in proc.stdout
-    assert not heavy(modules)  # ruptures is allowed here: the change points need it
+    assert not heavy(modules)
     proc, modules = yardstick(tmp_path, *trend, "--format", "json")
     assert proc.returncode == 0 and proc.stdout.startswith("{"), proc.stderr
     proc, modules = yardstick(tmp_path, "changes", "--all", "--warehouse", str(built))
     assert proc.returncode in (0, 1), proc.stderr
     assert f"{bench.ENV}:" in proc.stdout
-    assert not heavy(modules, FORBIDDEN + CHANGE_POINTS)
+    assert not heavy(modules)
     # A wrong name is one line, light too.
     proc, modules = yardstick(tmp_path, "trend", "--env", "nope", "--figure", bench.FIGURE,
                               "--warehouse", str(built))  # fmt: skip
     assert "--env: no environment 'nope'" in one_line_refusal(proc)
-    assert not heavy(modules, FORBIDDEN + CHANGE_POINTS)
+    assert not heavy(modules)
 
 
 def test_the_light_names_are_the_families_own():

@@ -653,7 +653,7 @@ def trend(
         else:
             err.print(said, highlight=False)
         return
-    # ruptures (and scipy) load here, only when there is a series to look at.
+    # numpy loads here, only when there is a series to look at.
     from yardstick.reports.changepoints import series_change_points
 
     points = {p.run_id: p for p in series_change_points(con, env, figure, subject)}
