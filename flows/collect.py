@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from yardstick import engine, interrupt
 from yardstick.flows.hostlock import holding
-from yardstick.flows.landing import run_logger
+from yardstick.flows.landing import land_tool_cost, run_logger
 from yardstick.flows.outcome import EnvOutcome, RunEnded
 from yardstick.flows.plan import (
     FAMILIES,
@@ -316,7 +316,7 @@ def collect(
     try:  # one small commit after the batch's, its cost inside `landing`
         carrier = min((o.env for o in outcomes), default=None)
         if carrier is not None:
-            selfcost.land(meter, lake_dir, run_id, carrier)
+            land_tool_cost(meter, lake_dir, run_id, carrier)
     except Exception as exc:  # the collection is in: this costs only the rows
         run_logger().warning("lake %s: the tool's cost not landed: %s", lake_dir, exc)
     for outcome in outcomes:

@@ -11,12 +11,14 @@ import socket
 import time
 from datetime import datetime
 
+import pyarrow as pa
 from prefect import get_run_logger
 from prefect.exceptions import MissingContextError
 
 from yardstick import __version__, engine, interrupt
 from yardstick.flows.outcome import EnvOutcome
 from yardstick.host import selfcost
+from yardstick.host.selfcost import TOOL_COST
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import Profile
 from yardstick.storage import lake
@@ -306,3 +308,25 @@ def record_run(
         error=error or None,
         landed_rows=landed_rows,
     )
+
+
+def land_tool_cost(
+    meter: selfcost.Meter,
+    lake_dir: str,
+    run_id: str,
+    carrier: str,
+    phases: tuple[str, ...] | None = None,
+) -> int:
+    """Land the meter's rows not landed yet (of `phases`) as `tool_cost`: an environment's
+    own rows under it, run-wide rows under `carrier` (the run's first environment), in one
+    commit (or in the open lake batch); return the rows landed."""
+    tables = meter.take(carrier, phases)
+    if lake._open_batch(lake_dir) is not None:  # a collection's batch: its commit takes them
+        written = [lake.write(lake_dir, TOOL_COST, env, run_id, t) for env, t in tables.items()]
+        return sum(n or 0 for n in written)
+    parts = [lake.prepare(TOOL_COST, env, run_id, t) for env, t in tables.items()]
+    if not parts:
+        return 0
+    data = pa.concat_tables(parts)
+    lake.append(lake_dir, TOOL_COST, data, f"tool cost {run_id}")
+    return data.num_rows

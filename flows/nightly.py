@@ -20,7 +20,7 @@ from prefect.utilities.annotations import quote
 from yardstick import engine, interrupt
 from yardstick.flows.announce import announce_verdicts
 from yardstick.flows.artifacts import for_artifact
-from yardstick.flows.landing import run_logger, task_run_label
+from yardstick.flows.landing import land_tool_cost, run_logger, task_run_label
 from yardstick.flows.outcome import EnvOutcome, RunEnded, RunSummary
 from yardstick.flows.plan import families_for, host_group_label, host_groups
 from yardstick.flows.sites import (
@@ -382,7 +382,7 @@ def nightly(
         try:
             carrier = min((o.env for o in outcomes), default=None)
             if carrier is not None:
-                selfcost.land(meter, lake_dir, run_id, carrier, phases)
+                land_tool_cost(meter, lake_dir, run_id, carrier, phases)
         except Exception as exc:  # the run's measurements are in: this costs only the rows
             run_logger().warning("lake %s: the tool's cost not landed: %s", lake_dir, exc)
 

@@ -519,22 +519,3 @@ def metered(by_environment: bool = True) -> Callable[[Callable[P, R]], Callable[
         return with_meter
 
     return decorate
-
-
-def land(
-    meter: Meter, lake_dir: str, run_id: str, carrier: str, phases: tuple[str, ...] | None = None
-) -> int:
-    """Land the meter's rows not landed yet (of `phases`) as `tool_cost`, in one commit (or
-    in the open lake batch of a collection); return the rows landed."""
-    from yardstick.storage import lake
-
-    tables = meter.take(carrier, phases)
-    if lake._open_batch(lake_dir) is not None:  # a collection's batch: its commit takes them
-        written = [lake.write(lake_dir, TOOL_COST, env, run_id, t) for env, t in tables.items()]
-        return sum(n or 0 for n in written)
-    parts = [lake.prepare(TOOL_COST, env, run_id, t) for env, t in tables.items()]
-    if not parts:
-        return 0
-    data = pa.concat_tables(parts)
-    lake.append(lake_dir, TOOL_COST, data, f"tool cost {run_id}")
-    return data.num_rows
