@@ -126,6 +126,16 @@ def test_rounds_needing_hosts_in_opposite_orders_never_wait_in_a_circle(locks):
     assert sorted(done) == ["a then b", "b then a"]
 
 
+def counted(method, calls: list[str], name: str):
+    """`method`, recording each call's name in `calls`."""
+
+    def call(*args, **kwargs):
+        calls.append(name)
+        return method(*args, **kwargs)
+
+    return call
+
+
 ANOTHER_MACHINE = textwrap.dedent(
     """
     import sys
@@ -153,7 +163,9 @@ def another_machine(tmp_path, host_id: str, wait_s: float, env: dict) -> str:
     return proc.stdout.strip()
 
 
-def test_a_round_takes_one_lease_for_its_group_on_a_shared_api(prefect_server, tmp_path):
+def test_a_round_takes_one_lease_for_its_group_on_a_shared_api(
+    prefect_server, tmp_path, monkeypatch
+):
     import os
 
     from prefect.client.orchestration import get_client
@@ -165,7 +177,19 @@ def test_a_round_takes_one_lease_for_its_group_on_a_shared_api(prefect_server, t
     try:
         envs = [on_host("a", "lease-1"), on_host("b", "lease-2"), on_host("c", "lease-3")]
         names = [lock_name(f"host:{env.host_id}") for env in envs]
+        client = hostlock.api_client()  # the process's one client (no flow run here)
+        calls: list[str] = []
+        for method in ("increment_concurrency_slots_with_lease", "renew_concurrency_lease"):
+            monkeypatch.setattr(client, method, counted(getattr(client, method), calls, method))
+        monkeypatch.setattr(hostlock, "RENEW_FRACTION", 1 / 60)  # renewed every second
         with holding(envs, "a round", lambda _: None):
+            for env in envs:
+                with host_slots([env], "an environment", lambda _: None):
+                    pass
+            # First round on these hosts: a grant naming no limit, then the limits made, one lease.
+            assert calls.count("increment_concurrency_slots_with_lease") == 2
+            time.sleep(2.5)
+            assert calls.count("renew_concurrency_lease") >= 1
             with get_client(sync_client=True) as client:
                 held = [client.read_global_concurrency_limit_by_name(n) for n in names]
             assert [(limit.limit, limit.active_slots) for limit in held] == [(1, 1)] * 3
