@@ -1,13 +1,23 @@
 /* One row per run, environment and key prefix: counts and bytes from MEMORY USAGE, the
    prefix's share of used_memory, and the projection "k times the keys of this prefix" from
    the sampled mean. When the scan stopped at its budget, counts and sums are scaled by
-   DBSIZE ÷ sampled. */
-with keys as (
+   DBSIZE ÷ sampled. Group by only: the keys are read in two aggregates (by encoding, by
+   prefix), never sorted or windowed one by one. */
+with keys as not materialized (
+    /* Read in place by each aggregate below: a materialized copy of every key (DuckDB's
+       default for a CTE read twice) costs more than reading them twice. */
     select * from {{ ref('stg_keyspace_keys') }}
 ),
 
 scans as (
     {{ in_batch(ref('keyspace_scan_costs')) }}
+),
+
+encoding_counts as (
+    /* Grouped before the scan's row is joined: a join per group, not per key. */
+    select run_id, env, prefix, type, encoding, count(*) as n,
+    from keys
+    group by run_id, env, prefix, type, encoding
 ),
 
 encoding_groups as (
@@ -16,19 +26,18 @@ encoding_groups as (
        whose encoding was read, and say how many those are. Before, every key's was asked
        (an encoding that could not be read shows as '?'). */
     select
-        k.run_id,
-        k.env,
-        k.prefix,
-        k.type,
-        k.encoding,
-        count(*) as n,
-        k.encoding is not null or coalesce(s.encoding_every, 1) = 1 as counted,
-        sum(count(*)) over (partition by k.run_id, k.env, k.prefix) as keys_all,
-        sum(case when k.encoding is not null or coalesce(s.encoding_every, 1) = 1
-            then count(*) else 0 end) over (partition by k.run_id, k.env, k.prefix) as keys_read,
-    from keys as k
-    join scans as s on s.run_id = k.run_id and s.env = k.env
-    group by k.run_id, k.env, k.prefix, k.type, k.encoding, s.encoding_every
+        g.run_id,
+        g.env,
+        g.prefix,
+        g.type,
+        g.encoding,
+        g.n,
+        g.encoding is not null or coalesce(s.encoding_every, 1) = 1 as counted,
+        sum(g.n) over (partition by g.run_id, g.env, g.prefix) as keys_all,
+        sum(case when g.encoding is not null or coalesce(s.encoding_every, 1) = 1
+            then g.n else 0 end) over (partition by g.run_id, g.env, g.prefix) as keys_read,
+    from encoding_counts as g
+    join scans as s on s.run_id = g.run_id and s.env = g.env
 ),
 
 encodings as (
