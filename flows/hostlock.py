@@ -57,12 +57,24 @@ IDENTITY_FRESH_S = 60.0
 LEASE_S = 60.0
 RENEW_FRACTION = 0.5
 POLL_S = 0.5
+# One request to the Prefect API (Prefect's own client waits 60 s, and retries), and how long
+# a lease's acquisition or release is waited for, retries included: a frozen API server makes
+# the hosts busy (not measured), it does not hold the round.
+REQUEST_TIMEOUT_S = 10.0
+API_WAIT_S = 20.0
+# After an API that did not answer, further leases fail at once for this long (the rest of a
+# round's hosts are not waited for one by one).
+SILENT_S = 60.0
 # A refused lease is asked again after the server's Retry-After, within these bounds.
 RETRY_MIN_S, RETRY_MAX_S = 0.5, 5.0
 
 
 class HostBusy(Exception):
     """The host's lock was not free within the wait allowed."""
+
+
+class ApiSilent(HostBusy):
+    """The shared Prefect API did not answer: no host can be held across machines."""
 
 
 def lock_dir() -> Path:
@@ -174,25 +186,26 @@ def shared_prefect_api() -> bool:
 # --- the Prefect API: one client, one lease per take ---------------------------------------
 
 _clients: dict[str, object] = {}
+_silent_until: dict[str, float] = {}
 _clients_lock = threading.Lock()
 
 
 def api_client():
-    """The Prefect API client this process's slots go through: the flow run's own when there
-    is one, else one per API URL for the process's life (not a client, an SSL context and a
-    connection per environment)."""
+    """The Prefect API client this process's slots go through: one per API URL for the
+    process's life (not a client, an SSL context and a connection per environment), with a
+    short request timeout of its own (a frozen API server holds a round at most about a
+    minute, with the client's retries)."""
+    import httpx
     from prefect.client.orchestration import get_client
-    from prefect.context import SyncClientContext
     from prefect.settings import PREFECT_API_URL
 
-    ctx = SyncClientContext.get()
-    if ctx is not None and ctx.client is not None:
-        return ctx.client
     url = PREFECT_API_URL.value()
     with _clients_lock:
         client = _clients.get(url)
         if client is None:
-            client = get_client(sync_client=True)
+            client = get_client(
+                httpx_settings={"timeout": httpx.Timeout(REQUEST_TIMEOUT_S)}, sync_client=True
+            )
             client.__enter__()
             _clients[url] = client
         return client
@@ -248,21 +261,76 @@ class Lease:
                     warned = True
 
     def release(self) -> None:
-        """Give the slots back (a server that does not answer: the lease expires instead)."""
+        """Give the slots back (an API that does not answer in time: the lease expires)."""
         self.stop.set()
         try:
-            self.client.release_concurrency_slots_with_lease(self.lease_id)
+            _bounded(lambda: self.client.release_concurrency_slots_with_lease(self.lease_id))
         except Exception as exc:
-            log.warning("host lock lease %s not released (it expires): %s", self.lease_id, exc)
+            log.warning(
+                "host lock lease %s not released (it expires): %s", self.lease_id, one_line(exc)
+            )
+
+
+class _Late(Exception):
+    """A Prefect API call did not end within API_WAIT_S."""
+
+
+def _bounded(call: Callable[[], object], on_late: Callable[[object], None] | None = None):
+    """`call()` in a thread of its own, waited for at most API_WAIT_S (then _Late; a result
+    that comes after is handed to `on_late`): a frozen API server never holds the round."""
+    done = threading.Event()
+    outcome: dict[str, object] = {}
+    late = threading.Event()
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # handed to the caller
+            outcome["error"] = exc
+        done.set()
+        if late.is_set() and "value" in outcome and on_late is not None:
+            on_late(outcome["value"])
+
+    threading.Thread(target=run, name="yardstick-prefect-call", daemon=True).start()
+    if not done.wait(API_WAIT_S):
+        late.set()
+        if done.is_set() and "value" in outcome and on_late is not None:
+            on_late(outcome["value"])  # ended between the wait and the flag
+        raise _Late(f"the Prefect API did not answer within {API_WAIT_S:.0f} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def try_lease(names: list[str]) -> tuple[Lease | None, float]:
     """One lease on every limit of `names`, or (None, seconds to wait) when one is taken;
-    missing limits are created first (the server skips a name it does not know)."""
+    missing limits are created first (the server skips a name it does not know). An API that
+    does not answer within API_WAIT_S is HostBusy: no lease, no measurement."""
+    from prefect.settings import PREFECT_API_URL
+
+    url = PREFECT_API_URL.value()
+    if time.monotonic() < _silent_until.get(url, 0.0):
+        # Asked again just after it did not answer: say so at once, not API_WAIT_S per host.
+        raise ApiSilent(f"{', '.join(names)}: the Prefect API did not answer just before")
+    client = api_client()
+
+    def give_back(granted) -> None:
+        """A lease granted after the caller gave up: released at once."""
+        if isinstance(granted, Lease):
+            granted.release()
+
+    try:
+        return _bounded(lambda: _acquire(client, names), on_late=lambda r: give_back(r[0]))
+    except _Late as exc:
+        _silent_until[url] = time.monotonic() + SILENT_S
+        raise ApiSilent(f"{', '.join(names)}: {exc}") from None
+
+
+def _acquire(client, names: list[str]) -> tuple[Lease | None, float]:
+    """try_lease's requests (the limits made on a host's first round)."""
     import httpx
     from prefect.client.schemas.responses import ConcurrencyLimitWithLeaseResponse
 
-    client = api_client()
     for _ in range(2):
         try:
             response = client.increment_concurrency_slots_with_lease(
@@ -442,12 +510,16 @@ def holding(
         wanted = sorted(set(identities.values()))
         try:
             hold.take(set(wanted), what, _quiet, 0.0)  # tried, not waited for: see below
+        except ApiSilent:
+            pass  # no host can be held: each environment says so in its step
         except HostBusy:
             # Another run measures one of them: hold the others; that environment's own
             # `host_slots` waits for it (bounded) when its turn comes, as without a round.
             for identity in wanted:
                 try:
                     hold.take({identity}, what, _quiet, 0.0)
+                except ApiSilent:
+                    break  # no host can be held: each environment says so in its step
                 except HostBusy:
                     continue
         yield

@@ -202,3 +202,31 @@ def test_a_round_takes_one_lease_for_its_group_on_a_shared_api(
         assert another_machine(tmp_path, "lease-2", 1.0, machine) == "taken"
     finally:
         del os.environ["YARDSTICK_LOCK_DIR"]
+
+
+def test_a_frozen_prefect_api_makes_the_hosts_busy_without_holding_the_round(locks, monkeypatch):
+    """An API that accepts and never answers: the round's lease is given up after API_WAIT_S
+    once, each environment is then refused at once (not API_WAIT_S each)."""
+    import socket
+
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)  # the kernel accepts; nobody answers
+    monkeypatch.setattr(hostlock, "API_WAIT_S", 1.0)
+    monkeypatch.setattr(hostlock, "_silent_until", {})
+    envs = [on_host("a", "f1"), on_host("b", "f2"), on_host("c", "f3")]
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/api"
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            start = time.monotonic()
+            with holding(envs, "a round", lambda _: None, wait_s=30):
+                for env in envs:
+                    with pytest.raises(HostBusy, match="Prefect API"):
+                        with host_slots([env], "an environment", lambda _: None, wait_s=30):
+                            pass
+            assert time.monotonic() - start < 10  # one wait of API_WAIT_S, not one per host
+        assert not any(busy_elsewhere(env) for env in envs)  # no file lock left behind
+    finally:
+        listener.close()
