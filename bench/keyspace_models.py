@@ -112,6 +112,21 @@ REFERENCE = {
         from {keys}
         group by run_id, env, type
     """,
+    # The per-prefix sizes (the median was an exact holistic median of every key's size).
+    "keyspace_prefixes": """
+        select run_id, env, prefix, count(*) as keys_sampled,
+            avg(memory_usage_bytes) as mean_bytes, median(memory_usage_bytes) as median_bytes,
+            max(memory_usage_bytes) as max_bytes,
+            coalesce(sum(memory_usage_bytes), 0) as total_bytes,
+            max(elements) filter (type <> 'string') as max_elements,
+        from {keys}
+        group by run_id, env, prefix
+    """,
+}
+# The mart's columns each reference holds (all of them where not named).
+REFERENCE_COLUMNS = {
+    "keyspace_prefixes": "run_id, env, prefix, keys_sampled, mean_bytes, median_bytes, "
+    "max_bytes, total_bytes, max_elements"
 }
 
 
@@ -126,7 +141,8 @@ def reference_check(path: Path) -> dict[str, dict]:
     out = {}
     for model, sql in REFERENCE.items():
         ref = sql.format(keys=keys, scans=scans)
-        built = f'select * from "{db}"."marts"."{model}"'
+        columns = REFERENCE_COLUMNS.get(model, "*")
+        built = f'select {columns} from "{db}"."marts"."{model}"'
         extra = con.execute(
             f"select count(*) from ({built} except all (select * from ({ref})))"
         ).fetchone()[0]
