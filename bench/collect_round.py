@@ -181,12 +181,12 @@ class Bench:
         return figures
 
     def profiled_round(self, out: Path, lake: Path) -> dict:
-        """One worker round of this code under `py-spy record` (collapsed stacks, subprocesses
-        and idle threads left out): where its CPU goes."""
+        """One worker round of this code under `py-spy record --gil` (collapsed stacks of the
+        thread holding the GIL): where its Python CPU goes."""
         slow_commands(self.servers)
         spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         figures = run_child(
-            [spy, "record", "--format", "raw", "--rate", "200", "--output", str(out),
+            [spy, "record", "--gil", "--format", "raw", "--rate", "200", "--output", str(out),
              "--", sys.executable, "-c", FLOW_CALL, str(self.config), str(lake)],
             self.env(None, api=True),
             self.root,
@@ -206,6 +206,15 @@ class Bench:
             self.root,
             self.log,
         )  # fmt: skip
+
+    def import_round(self, code: Path | None) -> dict:
+        """What importing the collect flow alone costs (a worker's process pays it each round)."""
+        return run_child(
+            [sys.executable, "-c", "import yardstick.flows.collect"],
+            self.env(code, api=True),
+            self.root,
+            self.log,
+        )
 
     def idle_server_cpu_s(self, seconds: float) -> float:
         """The server's own CPU-s per second while nothing runs (its services' loops)."""
@@ -335,7 +344,8 @@ def main() -> int:
     }
     try:
         result["server_idle_cpu_s_per_s"] = bench.idle_server_cpu_s(3.0)
-        ways = {"worker": bench.worker_round}
+        # The import alone: what every worker round pays before it reads a server.
+        ways = {"import": lambda code, _: bench.import_round(code), "worker": bench.worker_round}
         if not args.no_cli:
             ways["cli"] = bench.cli_round
         figures: dict[str, dict[str, list[dict]]] = {}

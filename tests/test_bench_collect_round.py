@@ -25,7 +25,7 @@ def test_the_collection_round_bench_runs_tiny(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, f"bench failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     figures = json.loads(out.read_text())
-    assert figures["envs"] == 3 and set(figures["results"]) == {"worker", "cli"}
+    assert figures["envs"] == 3 and set(figures["results"]) == {"import", "worker", "cli"}
     for way, by_code in figures["results"].items():
         median = by_code["this"]["median"]
         assert median["exits"] == [0], way
