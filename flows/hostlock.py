@@ -394,7 +394,7 @@ class _Hold:
     ) -> None:
         """Hold `needed` too. What is new is waited for only when it sorts above everything
         held; below, it is only tried (no wait, no order to keep), and when busy everything
-        is let go and taken again in order."""
+        is let go, `needed` is taken in order (waited for), and the rest only tried again."""
         with self.lock:
             new = needed - self.identities
             if not new:
@@ -405,10 +405,26 @@ class _Hold:
                     self.identities |= new
                     return
                 except HostBusy:
-                    new = needed | self.identities
+                    others = self.identities - needed
                     self.release()
+                    self.stack.enter_context(_taken(sorted(needed), what, on_wait, wait_s))
+                    self.identities = set(needed)
+                    self.try_each(others, what)
+                    return
             self.stack.enter_context(_taken(sorted(new), what, on_wait, wait_s))
             self.identities |= new
+
+    def try_each(self, identities: set[str], what: str) -> None:
+        """Hold those of `identities` that are free now (each only tried: no order to keep);
+        the busy ones are left to their environments' own `host_slots`."""
+        for identity in sorted(identities):
+            try:
+                self.stack.enter_context(_taken([identity], what, _quiet, 0.0))
+            except ApiSilent:
+                return
+            except HostBusy:
+                continue
+            self.identities.add(identity)
 
     def release(self) -> None:
         """Let go of everything held."""
@@ -515,13 +531,7 @@ def holding(
         except HostBusy:
             # Another run measures one of them: hold the others; that environment's own
             # `host_slots` waits for it (bounded) when its turn comes, as without a round.
-            for identity in wanted:
-                try:
-                    hold.take({identity}, what, _quiet, 0.0)
-                except ApiSilent:
-                    break  # no host can be held: each environment says so in its step
-                except HostBusy:
-                    continue
+            hold.try_each(set(wanted), what)
         yield
     finally:
         _HELD.reset(token)

@@ -136,6 +136,29 @@ def counted(method, calls: list[str], name: str):
     return call
 
 
+def test_a_busy_host_below_the_round_s_is_waited_for_in_order_and_the_round_kept(locks):
+    """The round holds B and C; A (sorting first) is busy: the round lets go, waits for A
+    holding nothing above it, then holds B and C again."""
+    a, b, c = on_host("a", "h-a"), on_host("b", "h-b"), on_host("c", "h-c")
+    taken, release = threading.Event(), threading.Event()
+
+    def other_run() -> None:
+        with host_slot(a, "another run", lambda _: None):
+            taken.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=other_run)
+    thread.start()
+    taken.wait(10)
+    with holding([b, c], "a round", lambda _: None):
+        threading.Timer(0.5, release.set).start()
+        with host_slots([a], "a", lambda _: None, wait_s=10) as slots:
+            assert slots["a"].identity == "host:h-a"
+            assert all(busy_elsewhere(env) for env in (a, b, c))
+    thread.join(timeout=10)
+    assert not any(busy_elsewhere(env) for env in (a, b, c))
+
+
 ANOTHER_MACHINE = textwrap.dedent(
     """
     import sys
