@@ -782,7 +782,7 @@ def changes(
 
     Exits 1 when a regression is listed (a cron or CI job can act on it), 0 otherwise. CSV
     lists the figures; JSON holds the verdicts, the figures and the crashed runs."""
-    from yardstick.reports.render import fmt
+    from yardstick.reports.numbers import fmt
 
     con = _open_warehouse(warehouse, ctx)
     known = [r[0] for r in con.execute("select env from latest_full_runs").fetchall()]
