@@ -3,7 +3,8 @@
 Layers, lowest first; a module imports only from its own layer and the ones below it
 (tests/test_layers.py checks every import, function-local ones included):
 
-    base      yardstick/__init__.py, errors.py, interrupt.py (the run-wide stop)
+    base      yardstick/__init__.py, errors.py, interrupt.py (the run-wide stop), engine.py (steps
+              as task runs in a flow run, plain calls otherwise)
     access    yardstick/access/   Redis: connect, guard, RESP, the probe, parsing, the scan
     host      yardstick/host/     this machine: embedded servers, forwarder, C tools, stopping
     tasks     tasks/              the measurement families, each declaring itself
