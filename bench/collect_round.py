@@ -297,10 +297,14 @@ def compare_codes(bench: Bench, other: Path, rounds_of_history: int = 3) -> dict
     volatile = volatile_columns(rows["this"], rows["this-again"])
     differences = []
     counts = {}
-    only = sorted(set(rows["this"]) ^ set(rows["other"]))  # a table one code does not have
-    for table in sorted(set(rows["this"]) & set(rows["other"])):
+    only = []  # a table only one code lands (new in this one, say): listed, not compared
+    for table in sorted(set(rows["this"]) | set(rows["other"])):
         mine, theirs = rows["this"].get(table, []), rows["other"].get(table, [])
         counts[table] = {"this": len(mine), "other": len(theirs)}
+        if not mine or not theirs:
+            if mine or theirs:
+                only.append(table)
+            continue
         skip = volatile.get(table, {"run_id"})
         if sorted(_key(r, skip) for r in mine) != sorted(_key(r, skip) for r in theirs):
             differences.append(table)
@@ -308,7 +312,7 @@ def compare_codes(bench: Bench, other: Path, rounds_of_history: int = 3) -> dict
         "identical": not differences,
         "tables_differing": differences,
         "rows": counts,
-        "tables_of_one_code_only": only,
+        "tables_landed_by_one_code_only": only,
         "volatile_columns": {t: sorted(c) for t, c in volatile.items()},
     }
 
