@@ -1,12 +1,15 @@
 """The per-key models' cost against a plain scan of the same rows (issue 37: within 3x).
 
     .venv/bin/python bench/keyspace_models.py [--rows 8000000] [--keys-per-scan 200000]
-        [--top-keys 10] [--repeat 3] [--root /work/bench-tmp] [--json out.json]
+        [--top-keys 10] [--repeat 3] [--sizes classes|continuous] [--root /work/bench-tmp]
+        [--json out.json]
 
 Builds a synthetic warehouse in a DuckDB file: `raw.raw_keyspace_keys` with --rows per-key rows
 (the lake's `keyspace_keys` columns, tasks/keyspace.py: prefixes, types, encodings and sizes
-shaped like bench/_schedule.py's key space, sizes with many ties, a few keys without MEMORY
-USAGE or element count, encodings read for one key in 16 after the first 4096), one
+shaped like bench/_schedule.py's key space, MEMORY USAGE in allocator-like size classes as a
+server answers, so with many ties (`--sizes continuous`: every key nearly its own size, the
+worst case), a few keys without MEMORY USAGE or element count, encodings read for one key in
+16 after the first 4096), one
 `raw_keyspace_scans` row per scan of --keys-per-scan keys (10 environments, one scan a night),
 and `batch_runs`: every scan, as in a full rebuild. Then runs the real dbt models on it
 (`dbt run --select +<model>` for every model whose SQL reads `stg_keyspace_keys`, found in
@@ -115,7 +118,8 @@ REFERENCE = {
     # The per-prefix sizes (the median was an exact holistic median of every key's size).
     "keyspace_prefixes": """
         select run_id, env, prefix, count(*) as keys_sampled,
-            avg(memory_usage_bytes) as mean_bytes, median(memory_usage_bytes) as median_bytes,
+            round(avg(memory_usage_bytes), 6) as mean_bytes,
+            median(memory_usage_bytes) as median_bytes,
             max(memory_usage_bytes) as max_bytes,
             coalesce(sum(memory_usage_bytes), 0) as total_bytes,
             max(elements) filter (type <> 'string') as max_elements,
@@ -125,8 +129,8 @@ REFERENCE = {
 }
 # The mart's columns each reference holds (all of them where not named).
 REFERENCE_COLUMNS = {
-    "keyspace_prefixes": "run_id, env, prefix, keys_sampled, mean_bytes, median_bytes, "
-    "max_bytes, total_bytes, max_elements"
+    "keyspace_prefixes": "run_id, env, prefix, keys_sampled, round(mean_bytes, 6) as mean_bytes, "
+    "median_bytes, max_bytes, total_bytes, max_elements"
 }
 
 
@@ -156,7 +160,21 @@ def reference_check(path: Path) -> dict[str, dict]:
     return out
 
 
-def build_lake_tables(con, rows: int, keys_per_scan: int, top_keys: int) -> int:
+def size_sql(sizes: str) -> str:
+    """Each key's MEMORY USAGE from its elements `n` and bytes per element `per`: rounded up
+    to allocator-like size classes (four per doubling), as a real server answers (the real
+    run's 2,000 keys have 2 to 5 distinct sizes per prefix), or `continuous` (+-1 %: nearly
+    every key its own size, the worst case for anything keyed by size)."""
+    raw = "round((56 + n * per) * (0.99 + 0.02 * drift))"
+    if sizes == "continuous":
+        return f"{raw}::bigint"
+    step = f"pow(2, floor(log2({raw} - 1)) - 2)"
+    return f"(case when {raw} <= 16 then 16 else ceil({raw} / {step}) * {step} end)::bigint"
+
+
+def build_lake_tables(
+    con, rows: int, keys_per_scan: int, top_keys: int, sizes: str = "classes"
+) -> int:
     """raw.raw_keyspace_keys, raw_keyspace_scans, raw_keyspace_commandstats and batch_runs of
     `rows` synthetic keys; the number of scans."""
     import pyarrow as pa
@@ -179,6 +197,7 @@ def build_lake_tables(con, rows: int, keys_per_scan: int, top_keys: int) -> int:
         ],
     )
     # A scan is a night of one environment; each night renews 1 % of the keys.
+    size_sql_ = size_sql(sizes)
     con.execute(
         f"""
         create or replace table raw.raw_keyspace_keys as
@@ -212,9 +231,7 @@ def build_lake_tables(con, rows: int, keys_per_scan: int, top_keys: int) -> int:
             case when position < 4096 or position % {ENCODING_EVERY} = 0 then encoding end
                 as encoding,
             case when position % 97 <> 5 then n end as elements,
-            case when position % 997 <> 3
-                then round((56 + n * per) * (0.99 + 0.02 * drift))::bigint end
-                as memory_usage_bytes,
+            case when position % 997 <> 3 then {size_sql_} end as memory_usage_bytes,
             'env-' || lpad((scan % {ENVIRONMENTS})::varchar, 2, '0') as env,
             (date '2025-01-01' + (scan // {ENVIRONMENTS})::int)::date as date,
         from typed
@@ -264,7 +281,9 @@ def build_lake_tables(con, rows: int, keys_per_scan: int, top_keys: int) -> int:
     return scans
 
 
-def build(work: Path, rows: int, keys_per_scan: int, top_keys: int) -> tuple[Path, dict]:
+def build(
+    work: Path, rows: int, keys_per_scan: int, top_keys: int, sizes: str
+) -> tuple[Path, dict]:
     """The synthetic warehouse, built by the real dbt models: its path and each per-key
     model's compiled SQL (plus the plain scan's)."""
     import duckdb
@@ -277,7 +296,7 @@ def build(work: Path, rows: int, keys_per_scan: int, top_keys: int) -> tuple[Pat
     path.unlink(missing_ok=True)
     start = time.perf_counter()
     con = duckdb.connect(str(path), config=dbt.duckdb_settings())
-    scans = build_lake_tables(con, rows, keys_per_scan, top_keys)
+    scans = build_lake_tables(con, rows, keys_per_scan, top_keys, sizes)
     con.close()
     print(f"{rows:,} keys in {scans} scans landed in {time.perf_counter() - start:.1f} s")
     models = per_key_models(sql)
@@ -347,7 +366,7 @@ def child(path: Path, sql_file: Path) -> None:
 
 def measure(path: Path, name: str, sql: str, work: Path) -> dict:
     """One query in a fresh child process: its figures."""
-    sql_file = work / f"{name}.sql"
+    sql_file = work / f"{re.sub(r'[^a-z_]+', '_', name)}.sql"
     sql_file.write_text(sql)
     proc = subprocess.run(
         [sys.executable, __file__, "--child", str(path), str(sql_file)],
@@ -382,8 +401,7 @@ def run(args: argparse.Namespace) -> dict:
     # dbt's state (parse cache, lock) in the work folder: never shared with other processes.
     os.environ["YARDSTICK_DBT_STATE"] = str(work / "dbt-state")
     try:
-        path, queries = build(work, args.rows, args.keys_per_scan, args.top_keys)
-        runs: dict[str, list[dict]] = {name: [] for name in queries}
+        path, queries = build(work, args.rows, args.keys_per_scan, args.top_keys, args.sizes)
 
         def once(name: str):
             """A variant for interleaved(): one child run, kept."""
@@ -394,6 +412,15 @@ def run(args: argparse.Namespace) -> dict:
 
             return go
 
+        if args.before:
+            # The sort-based SQL the aggregates replaced, timed beside them (same run).
+            db = path.stem
+            keys, scans = (
+                f'"{db}"."staging"."{t}"' for t in (PER_KEY_RELATION, "stg_keyspace_scans")
+            )
+            for model, sql in REFERENCE.items():
+                queries[f"{model} (before)"] = sql.format(keys=keys, scans=scans)
+        runs: dict[str, list[dict]] = {name: [] for name in queries}
         reference = reference_check(path)
         for model, check in reference.items():
             print(f"{model}: {'equal to' if check['equal'] else 'DIFFERS from'} its sort-based "
@@ -403,7 +430,7 @@ def run(args: argparse.Namespace) -> dict:
         scan_cpu_s = figures["scan"]["cpu_s"]
         for name, fig in figures.items():
             fig["ratio_to_scan"] = fig["cpu_s"] / scan_cpu_s if scan_cpu_s > 0 else None
-            if name != "scan":
+            if name != "scan" and not name.endswith("(before)"):
                 fig["within_target"] = (
                     fig["ratio_to_scan"] is not None and fig["ratio_to_scan"] <= TARGET_RATIO
                 )
@@ -413,6 +440,7 @@ def run(args: argparse.Namespace) -> dict:
             "rows": args.rows,
             "keys_per_scan": args.keys_per_scan,
             "top_keys": args.top_keys,
+            "sizes": args.sizes,
             "repeat": args.repeat,
             "target_ratio": TARGET_RATIO,
             "how": "the real dbt models run on a synthetic warehouse; each model's compiled SQL "
@@ -439,7 +467,7 @@ def table(record: dict) -> str:
         "| --- | ---: | ---: | ---: | --- |",
     ]
     for name, fig in record["figures"].items():
-        ok = "" if name == "scan" else ("yes" if fig["within_target"] else "**no**")
+        ok = {True: "yes", False: "**no**", None: ""}[fig.get("within_target")]
         ratio = fig["ratio_to_scan"]
         lines.append(
             f"| {name} | {fig['cpu_s']:.3f} | {fig['peak_rss_bytes'] / 2**20:.0f} | "
@@ -460,6 +488,17 @@ def main() -> None:
     parser.add_argument("--keys-per-scan", type=int, default=200_000)
     parser.add_argument("--top-keys", type=int, default=10, help="keyspace_scans.top_keys")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each query")
+    parser.add_argument(
+        "--before",
+        action="store_true",
+        help="also time the sort-based SQL the aggregates replaced",
+    )
+    parser.add_argument(
+        "--sizes",
+        choices=("classes", "continuous"),
+        default="classes",
+        help="MEMORY USAGE in size classes (as servers answer) or continuous (worst case)",
+    )
     parser.add_argument("--root", type=Path, default=Path("/work/bench-tmp"))
     parser.add_argument("--json", type=Path, help="write the record here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
