@@ -2,6 +2,7 @@
 environments file: a scratch redis-server it starts, and its socat twin), as a user starts it.
 
     .venv/bin/python bench/self_cost.py [--profile quick] [--runs 1] [--root DIR] [--json PATH]
+        [--compare-to WORKTREE]
 
 Each run is a fresh `yardstick` process (no PREFECT_* setting inherited: a one-shot run, no
 Prefect server) with its own lake, warehouse and reports. Per run:
@@ -15,6 +16,11 @@ Prefect server) with its own lake, warehouse and reports. Per run:
   the tool's own rows must stay within;
 - the CPU share of the tool on the machine it measured: its CPU-seconds ÷ (wall × cores),
   against the machine's busy share from /proc/stat over the same run (every process).
+
+`--compare-to WORKTREE` (a `git worktree` of an earlier commit, e.g. before issue 36) runs the
+same command with that code too, rounds interleaved: the earlier code has no `tool_cost`, so
+the comparison is all-in (the process tree's CPU per second measured, the tools it ran and
+any Prefect server it started included).
 
 Walls follow the machine's load: the JSON records the load average before and after each run;
 CPU-seconds and same-run ratios are what carry across load."""
@@ -32,21 +38,27 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402 - beside this file, not a package
+from collect_round import CLI_CALL, overlay  # noqa: E402
 
 from yardstick.host.selfcost import host_busy_s  # noqa: E402
 from yardstick.storage import lake  # noqa: E402
 
-YARDSTICK = Path(sys.executable).parent / "yardstick"
 TARGET_P2 = 0.75
 RUN_PHASES = ("start", "measure", "landing", "warehouse", "rendering")
 
 
-def one_run(work: Path, profile: str) -> dict:
-    """One `yardstick run` in `work`; its figures."""
+def one_run(work: Path, profile: str, code: Path | None = None) -> dict:
+    """One `yardstick run` in `work` (with the code in `code` first on the path, if given);
+    its figures."""
     work.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.pop("PYTHONPATH", None)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     args = [
-        str(YARDSTICK),
+        sys.executable,
+        "-c",
+        CLI_CALL,
         "run",
         "--profile",
         profile,
@@ -77,7 +89,12 @@ def one_run(work: Path, profile: str) -> dict:
     steps = lake.read(work / "lake", "steps", columns=["run_id", "env", "window_s"]).to_pylist()
     run_id = steps[0]["run_id"]
     windows_s = sum(s["window_s"] or 0.0 for s in steps if s["run_id"] == run_id)
-    cost = [r for r in lake.read(work / "lake", "tool_cost").to_pylist() if r["run_id"] == run_id]
+    present = lake.tables_present(work / "lake")
+    cost = (
+        [r for r in lake.read(work / "lake", "tool_cost").to_pylist() if r["run_id"] == run_id]
+        if "tool_cost" in present
+        else []  # an earlier code's run
+    )
     by_phase = {r["phase"]: r for r in cost if r["run_wide"] and r["cpu_scope"] == "process"}
     total = by_phase.get("total", {})
     cores = os.cpu_count() or 1
@@ -106,7 +123,8 @@ def one_run(work: Path, profile: str) -> dict:
         "families_children_cpu_s": {
             f"{r['env']}/{r['family']}": r["children_cpu_s"] for r in cost if r["phase"] == "family"
         },
-        "process_tree_cpu_s": usage,
+        "process_tree_cpu_s": usage,  # main() turns it into this run's
+        "code": str(code) if code else "this tree",
         "tool_cpu_per_window_s": tool_cpu_s / windows_s if tool_cpu_s and windows_s else None,
         "cores": cores,
         # The tool's share of the machine: its CPU over every core's time through the run.
@@ -132,13 +150,23 @@ def _children_cpu_s() -> float:
 
 def _line(figures: dict) -> str:
     """One run's figures for a human."""
+    if figures["tool_cpu_s"] is None:  # an earlier code: all-in only
+        return (
+            f"[{figures['code']}] {figures['windows_s']:.1f} s of windows in "
+            f"{figures['process_wall_s']:.1f} s of process: P2 "
+            f"{figures['p2_windows_over_wall']:.0%}; process tree "
+            f"{figures['process_tree_cpu_s']:.1f} CPU-s "
+            f"({figures['all_in_cpu_per_window_s']:.2f} per second measured); load "
+            f"{figures['load_before']['load_1m']:.1f} -> {figures['load_after']['load_1m']:.1f}"
+        )
     phases = ", ".join(f"{p} {s:.2f}" for p, s in figures["tool_cpu_s_by_phase"].items())
     return (
         f"{figures['windows_s']:.1f} s of windows in {figures['process_wall_s']:.1f} s of "
         f"process: P2 {figures['p2_windows_over_wall']:.0%} (target >= {TARGET_P2:.0%} quiet); "
         f"tool {figures['tool_cpu_s']:.1f} CPU-s ({phases}), measurement tools "
         f"{figures['measurement_tools_cpu_s']:.1f} CPU-s, process tree "
-        f"{figures['process_tree_cpu_s']:.1f} CPU-s; the tool kept "
+        f"{figures['process_tree_cpu_s']:.1f} CPU-s "
+        f"({figures['all_in_cpu_per_window_s']:.2f} per second measured); the tool kept "
         f"{figures['tool_share_of_cores']:.1%} of the cores busy, the machine "
         f"{(figures['host_busy_share'] or 0):.1%}; load {figures['load_before']['load_1m']:.1f}"
         f" -> {figures['load_after']['load_1m']:.1f}"
@@ -151,17 +179,29 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1, help="runs one after another")
     parser.add_argument("--root", default=tempfile.gettempdir(), help="where runs write")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--compare-to", type=Path, help="a worktree of an earlier commit")
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="self-cost-", dir=args.root))
-    runs = []
+    codes: dict[str, Path | None] = {"this": None}
+    if args.compare_to:
+        codes["other"] = overlay(args.compare_to.resolve(), root / "other-code")
+    runs, others = [], []
     reaped_s = _children_cpu_s()
     for index in range(args.runs):
-        figures = one_run(root / f"run-{index}", args.profile)
-        now = figures["process_tree_cpu_s"]
-        figures["process_tree_cpu_s"], reaped_s = now - reaped_s, now
-        runs.append(figures)
-        print(f"run {index + 1}: {_line(figures)}")
+        # Rounds interleaved, the order rotated, so drift in the machine's load spreads.
+        order = list(codes) if index % 2 == 0 else list(reversed(codes))
+        for name in order:
+            figures = one_run(root / f"{name}-{index}", args.profile, codes[name])
+            now = figures["process_tree_cpu_s"]
+            figures["process_tree_cpu_s"], reaped_s = now - reaped_s, now
+            figures["all_in_cpu_per_window_s"] = (
+                figures["process_tree_cpu_s"] / figures["windows_s"]
+                if figures["windows_s"]
+                else None
+            )
+            (runs if name == "this" else others).append(figures)
+            print(f"run {index + 1} ({name}): {_line(figures)}")
     summary = {
         "p2_median": statistics.median(r["p2_windows_over_wall"] for r in runs),
         "tool_cpu_s_median": statistics.median(r["tool_cpu_s"] or 0.0 for r in runs),
@@ -169,7 +209,19 @@ def main() -> None:
             r["tool_cpu_per_window_s"] or 0.0 for r in runs
         ),
         "target_p2": TARGET_P2,
+        "all_in_cpu_per_window_s_median": statistics.median(
+            r["all_in_cpu_per_window_s"] or 0.0 for r in runs
+        ),
     }
+    if others:
+        summary["compare_to"] = {
+            "worktree": str(args.compare_to),
+            "p2_median": statistics.median(r["p2_windows_over_wall"] for r in others),
+            "all_in_cpu_per_window_s_median": statistics.median(
+                r["all_in_cpu_per_window_s"] or 0.0 for r in others
+            ),
+            "process_tree_cpu_s_median": statistics.median(r["process_tree_cpu_s"] for r in others),
+        }
     print(
         f"P2 median {summary['p2_median']:.0%} over {len(runs)} run(s), tool "
         f"{summary['tool_cpu_per_window_s_median']:.2f} CPU-s per second measured"
@@ -177,7 +229,13 @@ def main() -> None:
     if args.json:
         _common.write_json(
             args.json,
-            {**_common.environment_record(), "runs": runs, "summary": summary, "root": root},
+            {
+                **_common.environment_record(),
+                "runs": runs,
+                "compared": others,
+                "summary": summary,
+                "root": root,
+            },
         )
 
 
