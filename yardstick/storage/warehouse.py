@@ -133,7 +133,12 @@ def _survey(
             if path in known:
                 ranges[path] = (*known[path], f)
                 continue
-            runs = lake.run_ids_of(f) or ("",)
+            if f.min_run and f.min_run == f.max_run:
+                # One run's file (every landing, every detail file): its statistics say
+                # which run; only files merged by a compaction are opened.
+                runs: tuple[str, ...] = (f.min_run,)
+            else:
+                runs = lake.run_ids_of(f) or ("",)
             ranges[path] = (min(runs), max(runs), f)
             if table == lake.COMPLETES_A_RUN:
                 candidates.update((f.env, run) for run in runs)
