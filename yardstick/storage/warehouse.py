@@ -793,9 +793,9 @@ def _remove_building(warehouse_path: Path) -> list[Path]:
 
 
 def _clear_killed_rebuild(warehouse_path: Path) -> None:
-    """Before a rebuild: remove what a killed one left, and say so."""
+    """Before a rebuild (or an update on a copy): remove what a killed one left, and say so."""
     for leftover in _remove_building(warehouse_path):
-        log.warning("removed %s, left by a rebuild that was killed", leftover)
+        log.warning("removed %s, left by a rebuild or update that was killed", leftover)
 
 
 def _rebuild(
