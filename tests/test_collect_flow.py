@@ -55,6 +55,7 @@ def test_collect_flow_on_scratch_and_read_only(prefect_server, start_redis, tmp_
         "commandstats_snapshots",
         "topology",
         "topology_nodes",
+        "tool_cost",  # the collection's own CPU and memory (yardstick/host/selfcost.py)
     }
     # The monitor is off here: its latest/history tables have no rows, and may land no file.
     assert landed <= tables <= landed | {"latency_latest", "latency_history"}
