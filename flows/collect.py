@@ -46,14 +46,16 @@ COLLECT_FAMILIES = [family.name for family in FAMILIES if family.collected]
 COLLECT_SITE_DEPLOYMENT = "yardstick-collect/collect-site"
 # Runs land with this profile name, which tells collections apart from measurement runs.
 COLLECT_PROFILE = "collect"
-# The tables a collection lands (runs and steps included), and how many of a month's files
-# pile up before they are merged: 24 collections is 2 hours at the 5-minute schedule.
+# The tables a collection lands (runs and steps included), and how many landings of an
+# environment pile up in a partition before they are merged with the day's small file (3:
+# every 15 minutes at the 5-minute schedule; the month's big file is left to the nightly
+# pass). Files bounded at every moment: docs/lake-warehouse.md.
 COLLECT_TABLES = [
     "runs",
     "steps",
     *(table for family in FAMILIES if family.collected for table in family.tables),
 ]
-COMPACT_AFTER_FILES = 25
+COMPACT_AFTER_FILES = 3
 # How long a collection waits for a host another run is measuring, then skips it (recorded):
 # well inside the 5-minute schedule, so the next collection never finds this one running.
 HOST_WAIT_S = 120.0
@@ -301,16 +303,18 @@ def collect(
             outcomes = collect_environments(envs, profile, run_id, lake_dir, server_binary)
             meter.switch("landing")  # the batch's commit, then a merge when one is due
     if compact_after_files > 0:
-        # Every ~2 hours per environment, not every 5 minutes: a merge rewrites the month's
-        # file. Skipped (not waited for) while the nightly run compacts.
+        # Small files only (the new landings and the day's merged file, never the month's),
+        # then the replaced files older than the readers' margin are deleted. Skipped (not
+        # waited for) while the nightly run compacts or a warehouse update reads the lake.
         report = compaction.compact(
             lake_dir,
             min_files=compact_after_files,
             tables=COLLECT_TABLES,
+            small_bytes=compaction.SMALL_FILE_BYTES,
             # The members too: every node of a cluster lands its own collection files.
             envs=sorted({env.name for env in envs} | {o.env for o in outcomes}),
         )
-        if report.partitions or report.leftovers_removed:
+        if report.partitions or report.files_vacuumed or report.leftovers_removed:
             run_logger().info(report.summary())
     meter.finish()
     try:  # one small commit after the batch's, its cost inside `landing`

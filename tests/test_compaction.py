@@ -203,3 +203,72 @@ def test_yardstick_lake_migrate_converts_once_and_says_so(tmp_path: Path):
     assert lake.complete_runs(lake_dir) == {("a", run_id)}
     again = runner.invoke(cli.app, ["lake", "migrate", "--lake", str(lake_dir)])
     assert again.exit_code == 0 and "nothing to migrate" in again.output
+
+
+def _collection_pass(lake_dir: Path, margin_s: float, small_bytes: int = 4 << 20):
+    return compaction.compact(
+        lake_dir,
+        min_files=2,
+        tables=["runs", "steps", "commandstats_snapshots"],
+        envs=["a", "b"],
+        small_bytes=small_bytes,
+        reader_margin_s=margin_s,
+    )
+
+
+def test_a_collection_pass_merges_the_new_files_and_leaves_the_month_file(small_lake: Path):
+    # A big month: a run of 20,000 commandstats rows.
+    when = START + timedelta(days=5)
+    stats = [
+        {"server_run_id": "s1", "taken_at": when, "command": f"c{i}", "calls": i, "usec": i}
+        for i in range(20_000)
+    ]
+    big = to_table("commandstats_snapshots", stats)
+    lake.write(small_lake, "commandstats_snapshots", "a", lake.new_run_id(when), big)
+    compaction.compact(small_lake, vacuum_hours=0)
+    merged = lake.data_files(small_lake, "commandstats_snapshots")
+    month = {f.path for f in merged}
+    for i in range(3):
+        _land(small_lake, "a", START + timedelta(days=10, minutes=5 * i))
+    before = _rows(small_lake)
+    # Below the month files' size: only the three new single-run files are merged.
+    biggest = max(f.size_bytes for f in merged)
+    report = _collection_pass(small_lake, margin_s=3600, small_bytes=biggest)
+    files = lake.data_files(small_lake, "commandstats_snapshots")
+    # The big month file is kept as it was; the three new ones are merged into one.
+    assert {f.path for f in merged if f.size_bytes == biggest} <= month & {f.path for f in files}
+    assert len([f for f in files if f.env == "a" and f.period == "2026-11"]) == 2
+    assert report.files_in >= 3
+    assert _rows(small_lake) == before
+
+
+def test_replaced_files_go_once_the_readers_margin_has_passed(small_lake: Path, monkeypatch):
+    # Every pass sweeps every table (else only the first pass of each hour does).
+    monkeypatch.setattr(compaction, "SWEEP_ALL_WITHIN_MIN", 60)
+    compaction.compact(small_lake, vacuum_hours=0)
+    for i in range(2):
+        _land(small_lake, "a", START + timedelta(days=10, minutes=5 * i))
+    reader = DeltaTable(str(small_lake / "commandstats_snapshots"))  # a snapshot, listed now
+    expected = reader.to_pyarrow_table().num_rows
+    on_disk = len(_data_files_on_disk(small_lake))
+    report = _collection_pass(small_lake, margin_s=3600)
+    assert report.files_in and report.files_vacuumed == 0
+    # Within the margin: the replaced files stay, the older snapshot still reads every row.
+    assert len(_data_files_on_disk(small_lake)) == on_disk + 3
+    assert reader.to_pyarrow_table().num_rows == expected
+    time.sleep(1.1)
+    again = _collection_pass(small_lake, margin_s=1)
+    current = sum(len(lake.data_files(small_lake, t)) for t in lake.tables_present(small_lake))
+    assert again.files_vacuumed == 3 * 3 and len(_data_files_on_disk(small_lake)) == current
+    # Nothing left to delete: the next pass commits nothing (no vacuum of deleted files).
+    version = DeltaTable(str(small_lake / "runs")).version()
+    assert _collection_pass(small_lake, margin_s=1).files_vacuumed == 0
+    assert DeltaTable(str(small_lake / "runs")).version() == version
+
+
+def test_tables_of_older_settings_take_the_lakes_log_retention(small_lake: Path):
+    dt = DeltaTable(str(small_lake / "runs"))
+    dt.alter.set_table_properties({"delta.logRetentionDuration": "interval 1 days"})
+    compaction.compact(small_lake)
+    config = DeltaTable(str(small_lake / "runs")).metadata().configuration
+    assert config["delta.logRetentionDuration"] == lake.TABLE_CONFIG["delta.logRetentionDuration"]

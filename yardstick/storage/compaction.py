@@ -19,6 +19,7 @@ A lake written in the earlier format of the tool is migrated first (storage/migr
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import socket
 import time
@@ -72,6 +73,23 @@ class CompactionReport:
         return text
 
 
+# A collection's pass merges only files below this size (delta-rs' bin-packing skips larger
+# ones): the new rows and the day's merged file, never the month's big file, so its cost
+# follows the rows landed since the last pass. The nightly pass merges everything (the
+# tables' 100 MB target).
+SMALL_FILE_BYTES = 4 << 20
+# A reader whose snapshot is at most this old finds every file it lists: a collection's
+# pass deletes the files replaced before it (vacuum keeping every version of the margin).
+# The warehouse updates of this machine hold the lake's lock and never meet a deletion.
+READER_MARGIN_S = 10 * 60
+# A collection's pass checkpoints a table whose log grew by this many commits since its last
+# checkpoint, then deletes log entries past the tables' log retention.
+CHECKPOINT_AFTER_COMMITS = 10
+# A collection's pass sweeps every table (not only those it merged) within the first minutes
+# of each hour: one collection round of the 5-minute schedule.
+SWEEP_ALL_WITHIN_MIN = 5
+
+
 # Why a compaction or retention pass did nothing: the lock is held by another run's
 # compaction, its retention pass, or its warehouse update reading the lake (shared).
 LAKE_BUSY = "another run holds the lake's lock (compacting it, or updating a warehouse from it)"
@@ -111,10 +129,17 @@ def compact(
     tables: list[str] | None = None,
     envs: list[str] | None = None,
     vacuum_hours: int | None = None,
+    small_bytes: int | None = None,
+    reader_margin_s: float = READER_MARGIN_S,
 ) -> CompactionReport:
     """Optimize every table's partitions holding at least `min_files` data files (of `envs`
     when given); idempotent, crash-safe, safe beside concurrent landings. `vacuum_hours`
-    overrides the tables' one-hour retention of removed files (0: delete them now)."""
+    overrides the tables' one-hour retention of removed files (0: delete them now).
+
+    With `small_bytes` (a collection's pass): a partition is crowded once `min_files`
+    single-run files (landings) wait in it, only files below `small_bytes` are merged, and
+    every table's replaced files older than `reader_margin_s` are deleted (the nightly
+    pass's too), its log checkpointed and trimmed."""
     from yardstick.storage import migrate
 
     start = time.perf_counter()
@@ -123,12 +148,21 @@ def compact(
         if not held:
             report.skipped = LAKE_BUSY
             return report
+        merged: list[str] = []
         if migrate.needed(lake_dir):
             report.migrated = migrate.migrate(lake_dir, locked=True).summary()
         for table in tables or list(TABLES):
             if table in DETAIL_TABLES:
                 continue
-            _compact_table(lake_dir, table, min_files, envs, vacuum_hours, report)
+            if _compact_table(lake_dir, table, min_files, envs, vacuum_hours, small_bytes, report):
+                merged.append(table)
+        if vacuum_hours is None and (small_bytes is not None or envs is None):
+            # What a pass replaced goes once the margin has passed: the tables a collection's
+            # pass merged at each pass, every table (the nightly pass's files too) at the
+            # nightly pass and at the first collection pass of each hour.
+            hourly = envs is None or time.gmtime().tm_min < SWEEP_ALL_WITHIN_MIN
+            for table in lake.tables_present(lake_dir) if hourly else merged:
+                _sweep_table(lake_dir, table, reader_margin_s, report)
     report.wall_s = time.perf_counter() - start
     return report
 
@@ -139,14 +173,19 @@ def _compact_table(
     min_files: int,
     envs: list[str] | None,
     vacuum_hours: int | None,
+    small_bytes: int | None,
     report: CompactionReport,
-) -> None:
-    """One table: optimize its crowded partitions in one commit, then vacuum and checkpoint."""
+) -> bool:
+    """One table: optimize its crowded partitions in one commit, then vacuum and checkpoint;
+    whether it merged files."""
     dt = lake.open_table(lake_dir, table)
     if dt is None:
-        return
+        return False
+    _configure(dt)
     counts: dict[tuple[str, str], int] = {}
     for f in lake.data_files(lake_dir, table, envs, dt=dt):
+        if small_bytes is not None and (f.size_bytes >= small_bytes or f.min_run != f.max_run):
+            continue  # a collection's pass counts the landings waiting, not merged files
         counts[(f.env, f.period)] = counts.get((f.env, f.period), 0) + 1
     crowded = sorted(key for key, n in counts.items() if n >= max(2, min_files))
     root = lake.table_root(lake_dir, table)
@@ -159,13 +198,14 @@ def _compact_table(
                     partition_filters=[
                         ("env", "in", chosen_envs),
                         ("period", "in", chosen_periods),
-                    ]
+                    ],
+                    target_size=small_bytes,
                 )
         except CommitFailedError:
             # Another machine's compaction committed over the same files first (Delta's
             # conflict check refuses the second): its version holds the rows, once.
             report.conceded.append(table)
-            return
+            return False
         report.partitions += metrics.get("partitionsOptimized", 0)
         report.files_in += metrics.get("numFilesRemoved", 0)
         report.files_out += metrics.get("numFilesAdded", 0)
@@ -174,8 +214,10 @@ def _compact_table(
             for f in lake.data_files(lake_dir, table, chosen_envs, dt=dt)
             if (f.env, f.period) in set(crowded)
         )
+    if small_bytes is not None and vacuum_hours is None:
+        return bool(crowded)  # a collection's pass: the sweep deletes what it replaced
     if not crowded and envs is not None:
-        return  # a collection's pass: the nightly one vacuums the whole table
+        return False  # a collection's pass: the nightly one vacuums the whole table
     with lakefs.storage_errors("vacuum", root):
         # The nightly pass (every environment) also deletes orphans: data files older than
         # the retention that no commit names (a writer killed before its commit).
@@ -191,3 +233,106 @@ def _compact_table(
             # log entries past the retention can go.
             dt.create_checkpoint()
             dt.cleanup_metadata()
+    return bool(crowded)
+
+
+def _configure(dt) -> None:
+    """Bring a table created with older settings to lake.TABLE_CONFIG (one commit, once)."""
+    current = dt.metadata().configuration
+    changed = {k: v for k, v in lake.TABLE_CONFIG.items() if current.get(k) != v}
+    if changed:
+        dt.alter.set_table_properties(changed, raise_if_not_exists=False)
+
+
+def _sweep_table(
+    lake_dir: str | Path, table: str, margin_s: float, report: CompactionReport
+) -> None:
+    """Delete the table's replaced files no version of the last `margin_s` seconds names (a
+    reader that listed its snapshot within the margin keeps them); checkpoint a long log and
+    delete log entries past the log retention. Nothing is committed when nothing is due."""
+    dt = lake.open_table(lake_dir, table)
+    if dt is None:
+        return
+    root = lake.table_root(lake_dir, table)
+    keep = _deletions_due(dt, margin_s)
+    if keep is not None:
+        with lakefs.storage_errors("vacuum", root):
+            due = dt.vacuum(
+                retention_hours=0,
+                dry_run=True,
+                enforce_retention_duration=False,
+                keep_versions=keep,
+            )
+            # The log keeps a removed file's tombstone for an hour after vacuum deleted it:
+            # vacuum only (two commits) when one of them is still on disk.
+            present = [path for path in due if lakefs.exists(root / path)]
+            if present:
+                dt.vacuum(
+                    retention_hours=0,
+                    dry_run=False,
+                    enforce_retention_duration=False,
+                    keep_versions=keep,
+                )
+                report.files_vacuumed += len(present)
+    if dt.version() - _last_checkpoint(root) >= CHECKPOINT_AFTER_COMMITS:
+        with lakefs.storage_errors("checkpoint", root):
+            dt = lake.open_table(lake_dir, table)
+            dt.create_checkpoint()
+            dt.cleanup_metadata()
+
+
+def _removed_files(entry: dict) -> int:
+    """How many files a commit removed (optimize, delete, overwrite), from its metrics."""
+    metrics = entry.get("operationMetrics") or {}
+    return sum(
+        int(v)
+        for k, v in metrics.items()
+        if "removed" in k.lower() and "file" in k.lower() and str(v).isdigit()
+    )
+
+
+def _deletions_due(dt, margin_s: float) -> list[int] | None:
+    """The versions a vacuum keeps (every one committed within the last `margin_s` seconds,
+    the one current when the margin began, the latest) when a commit older than the margin
+    removed files no later vacuum was asked to delete; else None (nothing due, or a log too
+    short to tell: nothing is deleted). Reads the newest commits only."""
+    since_ms = (time.time() - margin_s) * 1000
+    for limit in (40, 400):
+        history = dt.history(limit=limit)  # newest first
+        keep, margin_started, due, covered_ms = {dt.version()}, False, False, None
+        for entry in history:
+            ts, version = entry.get("timestamp", 0), entry.get("version")
+            if not margin_started and version is not None:
+                keep.add(version)  # the margin's versions, then the one current at its start
+                margin_started = ts < since_ms
+            if covered_ms is not None and ts < covered_ms:
+                break  # older removals: deleted by that vacuum
+            if ts < since_ms and _removed_files(entry):
+                due = True
+            if entry.get("operation") == "VACUUM START" and covered_ms is None:
+                params = entry.get("operationParameters") or {}
+                given = params.get("specifiedRetentionMillis")
+                kept_ms = int(
+                    given if given is not None else params.get("defaultRetentionMillis", 0)
+                )
+                # This module's vacuums pass 0 and keep the margin's versions instead.
+                covered_ms = ts - (kept_ms or margin_s * 1000)
+        else:
+            if len(history) == limit:
+                continue  # the newest vacuum is further back: read more of the log
+        return sorted(keep) if due and margin_started else None
+    return None
+
+
+def _last_checkpoint(root) -> int:
+    """The version of the table's last checkpoint (-1 without one)."""
+    path = root / "_delta_log" / "_last_checkpoint"
+    try:
+        if isinstance(path, ObjectPath):
+            with lakefs.storage_errors("reading", path):
+                text = lakefs.filesystem().cat_file(str(path))
+        else:
+            text = path.read_bytes()
+        return int(json.loads(text)["version"])
+    except (FileNotFoundError, KeyError, ValueError):
+        return -1

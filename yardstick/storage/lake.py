@@ -41,12 +41,15 @@ from yardstick.storage.schemas import SCHEMA_VERSION, file_schema
 # The table that makes a run count (see the module's docstring); landed last.
 COMPLETES_A_RUN = "runs"
 PARTITION_BY = ["env", "period"]
-# Table properties every lake table is created with. The log keeps 1 day of commits (the
-# warehouse compares file lists, it never time-travels), a checkpoint every 50 commits lets a
-# reader skip the JSON before it, and files a compaction or retention removed stay one hour
-# for readers that listed them just before (then `vacuum` deletes them).
+# Table properties every lake table is created with (compaction brings older tables to
+# them). The log keeps 30 minutes of commits before the last checkpoint (the warehouse
+# compares file lists, it never time-travels; a day of log was ~5,000 files at 50
+# environments; compaction's sweep reads the last 10 minutes), a checkpoint every 50
+# commits lets a reader skip the JSON before it, and files the nightly compaction or
+# retention removed stay one hour for readers that listed them just before (then `vacuum`
+# deletes them; compaction's sweep, 10 minutes after: compaction.READER_MARGIN_S).
 TABLE_CONFIG = {
-    "delta.logRetentionDuration": "interval 1 days",
+    "delta.logRetentionDuration": "interval 30 minutes",
     "delta.checkpointInterval": "50",
     "delta.deletedFileRetentionDuration": "interval 1 hours",
     "delta.enableExpiredLogCleanup": "true",
