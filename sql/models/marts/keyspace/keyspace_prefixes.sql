@@ -1,12 +1,22 @@
 /* One row per run, environment and key prefix: counts and bytes from MEMORY USAGE, the
    prefix's share of used_memory, and the projection "k times the keys of this prefix" from
    the sampled mean. When the scan stopped at its budget, counts and sums are scaled by
-   DBSIZE ÷ sampled. Group by only: the keys are read in two aggregates (by encoding, by
-   prefix), never sorted or windowed one by one. */
-with keys as not materialized (
-    /* Read in place by each aggregate below: a materialized copy of every key (DuckDB's
-       default for a CTE read twice) costs more than reading them twice. */
-    select * from {{ ref('stg_keyspace_keys') }}
+   DBSIZE ÷ sampled. Aggregates only, the keys read once: everything below comes from their
+   histogram by prefix, type, encoding and size (MEMORY USAGE answers in allocator size
+   classes: a prefix of 200,000 keys has a few dozen sizes), the median too, never from a
+   sort of the keys (bench/keyspace_models.py measures it against a plain scan). */
+with histogram as (
+    select
+        run_id,
+        env,
+        prefix,
+        type,
+        encoding,
+        memory_usage_bytes,
+        count(*) as n,
+        max(elements) as max_elements,
+    from {{ ref('stg_keyspace_keys') }}
+    group by run_id, env, prefix, type, encoding, memory_usage_bytes
 ),
 
 scans as (
@@ -14,9 +24,8 @@ scans as (
 ),
 
 encoding_counts as (
-    /* Grouped before the scan's row is joined: a join per group, not per key. */
-    select run_id, env, prefix, type, encoding, count(*) as n,
-    from keys
+    select run_id, env, prefix, type, encoding, sum(n)::bigint as n,
+    from histogram
     group by run_id, env, prefix, type, encoding
 ),
 
@@ -64,23 +73,62 @@ encodings as (
     group by run_id, env, prefix
 ),
 
+size_positions as (
+    /* Each known size with the number of keys up to it: the window runs over a prefix's
+       distinct sizes, not its keys. */
+    select
+        *,
+        sum(n) over (
+            partition by run_id, env, prefix order by memory_usage_bytes
+            rows between unbounded preceding and current row
+        ) as keys_upto,
+        sum(n) over (partition by run_id, env, prefix) as keys_known,
+    from (
+        select run_id, env, prefix, memory_usage_bytes, sum(n) as n,
+        from histogram
+        where memory_usage_bytes is not null
+        group by run_id, env, prefix, memory_usage_bytes
+    )
+),
+
+medians as (
+    /* median(): the middle size, or the mean of the two middle ones (lo + 0.5 (hi - lo), as
+       DuckDB's median interpolates). */
+    select
+        run_id,
+        env,
+        prefix,
+        min(memory_usage_bytes) filter (where keys_upto > (keys_known - 1) // 2) as lo,
+        min(memory_usage_bytes) filter (where keys_upto > keys_known // 2) as hi,
+    from size_positions
+    group by run_id, env, prefix
+),
+
 per_prefix as (
     select
         run_id,
         env,
         prefix,
-        count(*) as keys_sampled,
-        avg(memory_usage_bytes) as mean_bytes,
-        median(memory_usage_bytes) as median_bytes,
+        sum(n)::bigint as keys_sampled,
+        sum(memory_usage_bytes::hugeint * n)::double
+            / nullif(sum(n) filter (where memory_usage_bytes is not null), 0) as mean_bytes,
         max(memory_usage_bytes) as max_bytes,
-        coalesce(sum(memory_usage_bytes), 0) as total_bytes,
-        max(elements) filter (type <> 'string') as max_elements,
-    from keys
+        coalesce(sum(memory_usage_bytes::hugeint * n), 0) as total_bytes,
+        max(max_elements) filter (type <> 'string') as max_elements,
+    from histogram
     group by run_id, env, prefix
 )
 
 select
-    p.*,
+    p.run_id,
+    p.env,
+    p.prefix,
+    p.keys_sampled,
+    p.mean_bytes,
+    m.lo::double + 0.5 * (m.hi::double - m.lo::double) as median_bytes,
+    p.max_bytes,
+    p.total_bytes,
+    p.max_elements,
     e.encodings,
     c.scale,
     c.coverage_share,
@@ -92,3 +140,4 @@ select
 from per_prefix as p
 join scans as c on c.run_id = p.run_id and c.env = p.env
 left join encodings as e on e.run_id = p.run_id and e.env = p.env and e.prefix = p.prefix
+left join medians as m on m.run_id = p.run_id and m.env = p.env and m.prefix = p.prefix

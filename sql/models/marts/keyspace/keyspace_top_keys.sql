@@ -49,6 +49,7 @@ bars as (
         z.first_unsized,
     from sizes as z
     join scans as s on s.run_id = z.run_id and s.env = z.env
+    where s.top_keys > 0  /* a scan that kept no top keys ranks none */
 ),
 
 by_bytes as (
