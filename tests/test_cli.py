@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -216,7 +217,12 @@ def test_run_with_a_dead_environment_then_report_and_trend(
     assert result.exit_code == 0, result.output
     assert warehouse.is_file()
     assert {"good.md", "dead.md", "index.md"} <= {p.name for p in out.iterdir()}
-    assert (out / "good.md").read_text() == good_report
+    # The same report, but for the tool's own cost: the run showed its warehouse phase from
+    # its meter and could not show its rendering; the lake has both since (docs/reports.md).
+    own_cost = re.compile(r"## The tool's own cost\n.*?(?=\n## )", re.S)
+    rebuilt = (out / "good.md").read_text()
+    assert own_cost.sub("", rebuilt) == own_cost.sub("", good_report)
+    assert "| rendering |" in own_cost.search(rebuilt).group(0)
     assert "**dead**" in (out / "index.md").read_text()
     result = runner.invoke(cli.app, [*trend, "--figure", "rtt_client_p99_us"])
     assert result.exit_code == 0 and run_id in result.stdout
