@@ -17,10 +17,11 @@ from prefect.exceptions import ObjectNotFound
 from prefect.states import Cancelled
 
 from yardstick import __version__, engine, interrupt
-from yardstick.flows.landing import run_logger
+from yardstick.flows.landing import land_tool_cost, run_logger
 from yardstick.flows.outcome import EnvOutcome
 from yardstick.flows.plan import host_group_label
 from yardstick.flows.targets import check_secrets, environments
+from yardstick.host import selfcost
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import get_profile
 from yardstick.storage import lake, lakefs
@@ -40,6 +41,7 @@ POLL_S = 2.0
 
 
 @flow(name=SITE_FLOW, log_prints=True)
+@selfcost.metered()
 def measure_site(
     site: str,
     run_id: str,
@@ -63,7 +65,15 @@ def measure_site(
             return []
         # This site's secrets live here: an unset one stops the part before any server.
         check_secrets(mine, config_path)
+        meter = selfcost.current()  # this site's process: its own rows (its host and pid)
+        meter.switch("measure")
         outcomes = measure_environments(mine, chosen, run_id, lake_dir, server_binary)
+        meter.switch(None)
+    meter.finish()
+    try:
+        land_tool_cost(meter, lake_dir, run_id, min(o.env for o in outcomes))
+    except Exception as exc:  # the measurements are in: this costs only the rows
+        run_logger().warning("lake %s: the tool's cost not landed: %s", lake_dir, exc)
     return [outcome.model_dump() for outcome in outcomes]
 
 
