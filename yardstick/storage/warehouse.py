@@ -411,6 +411,8 @@ def _connect(path: Path) -> duckdb.DuckDBPyConnection:
     """Open the warehouse for writing (the loader's part of an update), bounded in memory
     like dbt's connection (dbt.duckdb_settings), with the schemas the loader writes to."""
     con = duckdb.connect(str(path), config=dbt.duckdb_settings())
+    # The replayed models' long queries would draw DuckDB's progress bar on the terminal.
+    con.execute("set enable_progress_bar = false")
     for schema in ("raw", "yardstick", "marts"):
         con.execute(f"create schema if not exists {schema}")
     return con
