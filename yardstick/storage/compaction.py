@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 from deltalake.exceptions import CommitFailedError
 
@@ -265,7 +266,7 @@ def _sweep_table(
             )
             # The log keeps a removed file's tombstone for an hour after vacuum deleted it:
             # vacuum only (two commits) when one of them is still on disk.
-            present = [path for path in due if lakefs.exists(root / path)]
+            present = [path for path in due if lakefs.exists(root / unquote(path))]
             if present:
                 dt.vacuum(
                     retention_hours=0,
