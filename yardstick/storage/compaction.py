@@ -14,6 +14,11 @@ never conflicts with an optimize of files it did not touch). Per-run detail tabl
 (keyspace_keys, ping_histogram) are not merged: retention deletes their rows after a number
 of days (yardstick/storage/retention.py).
 
+A collection's pass (`small_bytes`) merges only small files, so the month's file is not
+rewritten every few minutes, and then sweeps: the files a pass replaced are deleted once no
+version of the last READER_MARGIN_S names them (vacuum keeping those versions), so the
+lake's file count stays bounded at every moment (docs/lake-warehouse.md, bench/lake_files.py).
+
 A lake written in the earlier format of the tool is migrated first (storage/migrate.py)."""
 
 from __future__ import annotations
@@ -139,8 +144,9 @@ def compact(
 
     With `small_bytes` (a collection's pass): a partition is crowded once `min_files`
     single-run files (landings) wait in it, only files below `small_bytes` are merged, and
-    every table's replaced files older than `reader_margin_s` are deleted (the nightly
-    pass's too), its log checkpointed and trimmed."""
+    the merged tables (every table at the first pass of an hour, and at the nightly pass)
+    are swept: replaced files no version of the last `reader_margin_s` names are deleted,
+    the log checkpointed and trimmed."""
     from yardstick.storage import migrate
 
     start = time.perf_counter()
