@@ -22,6 +22,8 @@ from importlib import metadata
 
 import duckdb
 
+from yardstick.interrupt import STOP, Interrupted, stop_reason
+
 PLAN = "yardstick.dbt_plan"  # the recorded statements: seq, node, statement
 KEY = "plan_key"  # the meta key (yardstick.meta) of the plan's key
 # Statements dbt runs only to decide (metadata queries) or to frame each node's transaction:
@@ -133,6 +135,8 @@ def replay(con: duckdb.DuckDBPyConnection, plan: list[Statement]) -> list[tuple[
                 nodes.append((current, "success", time.perf_counter() - start))
             start, current = time.perf_counter(), statement.node
         if statement.sql:
+            if STOP.is_set():
+                raise Interrupted(f"{stop_reason()}: warehouse update stopped")
             con.execute(statement.sql)
     return nodes
 

@@ -20,6 +20,7 @@ import fcntl
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -656,10 +657,13 @@ def _replay_batch(
         models_start = time.perf_counter()
         load_s = models_start - load_start
         try:
-            nodes = plan.replay(con, recorded)
+            with _interrupted_on_stop(con):
+                nodes = plan.replay(con, recorded)
         except duckdb.Error as exc:
             if interrupt.STOP.is_set():
-                raise
+                raise interrupt.Interrupted(
+                    f"{interrupt.stop_reason()}: warehouse update stopped"
+                ) from None
             # Not expected (the key covers what the statements depend on): dbt runs the
             # models instead, says which failed if one does, and records a new plan.
             log.warning(
@@ -675,6 +679,30 @@ def _replay_batch(
     finally:
         con.close()
     return _Applied(read, load_s, models_s, nodes, "recorded dbt plan replayed (dbt not started)")
+
+
+@contextmanager
+def _interrupted_on_stop(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """A stop request (Ctrl-C, SIGTERM: yardstick/interrupt.py) interrupts the query running on
+    `con` within a fraction of a second, also when the update runs outside the main thread
+    (where no signal handler can raise)."""
+    from yardstick import interrupt
+
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.2):
+            if interrupt.STOP.is_set():
+                con.interrupt()
+                return
+
+    watcher = threading.Thread(target=watch, name="warehouse-stop", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join(timeout=5)
 
 
 def _dbt_batch(
