@@ -53,6 +53,7 @@ COLLECT_PROFILE = "collect"
 COLLECT_TABLES = [
     "runs",
     "steps",
+    selfcost.TOOL_COST,  # a few rows per collection: merged with the rest, not left to the night
     *(table for family in FAMILIES if family.collected for table in family.tables),
 ]
 COMPACT_AFTER_FILES = 3

@@ -109,6 +109,7 @@ def test_the_collection_is_what_the_families_declare():
     assert set(COLLECT_TABLES) == {
         "runs",
         "steps",
+        "tool_cost",
         "commandstats_snapshots",
         "latency_collections",
         "latency_latest",

@@ -49,7 +49,7 @@ def test_plan_orders_by_phase_and_keeps_what_the_plan_promised():
 def test_tables_come_from_the_declarations():
     declared = {t for f in families().values() for t in f.tables}
     assert set(TABLES) == declared | RUN_TABLES
-    assert set(COLLECT_TABLES) == {"runs", "steps"} | {
+    assert set(COLLECT_TABLES) == {"runs", "steps", "tool_cost"} | {
         t for f in families().values() if f.collected for t in f.tables
     }
     for table, family in DETAIL_FAMILIES.items():
