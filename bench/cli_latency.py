@@ -160,7 +160,7 @@ def main() -> None:
     """Measure every command on every checkout, print a table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="runs of each command (median)")
-    parser.add_argument("--tiny", action="store_true", help="2 rounds, 9 nights: the test size")
+    parser.add_argument("--tiny", action="store_true", help="1 round, 9 nights: the test size")
     parser.add_argument("--nights", type=int, default=30, help="nights in the built warehouse")
     parser.add_argument("--warehouse", type=Path, help="an existing warehouse (with --env-name)")
     parser.add_argument("--env-name", default=ENV, help="its environment for `trend`")
@@ -172,7 +172,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
-    rounds, nights = (2, 9) if args.tiny else (args.rounds, args.nights)
+    rounds, nights = (1, 9) if args.tiny else (args.rounds, args.nights)
     trees = {"here": ""} | dict(t.split("=", 1) for t in args.tree)
 
     work = args.root / f"cli-latency-{os.getpid()}"

@@ -19,13 +19,13 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_collection_round_bench_runs_tiny(tmp_path):
     out = tmp_path / "collect_round.json"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "collect_round.py"), "--envs", "3", "--rounds", "1",
+        [sys.executable, str(REPO / "bench" / "collect_round.py"), "--envs", "2", "--rounds", "1",
          "--root", str(tmp_path / "work"), "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=REPO,
     )  # fmt: skip
     assert proc.returncode == 0, f"bench failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     figures = json.loads(out.read_text())
-    assert figures["envs"] == 3 and set(figures["results"]) == {"import", "worker", "cli"}
+    assert figures["envs"] == 2 and set(figures["results"]) == {"import", "worker", "cli"}
     for way, by_code in figures["results"].items():
         median = by_code["this"]["median"]
         assert median["exits"] == [0], way

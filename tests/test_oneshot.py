@@ -99,7 +99,7 @@ def test_a_configured_api_records_the_runs_task_runs(prefect_server, redis_serve
                 "name": "recorded",
                 "url": redis_server.url,
                 "mode": "read-only",
-                "families": ["fingerprint", "round_trip"],
+                "families": ["fingerprint"],
             }
         ],
     )
@@ -125,7 +125,7 @@ def test_a_configured_api_records_the_runs_task_runs(prefect_server, redis_serve
             flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[flows[0].name]))
         )
     names = {run.name for run in task_runs}
-    assert {"measure-environment[recorded]", "round-trip[recorded]"} <= names, names
+    assert {"measure-environment[recorded]", "fingerprint[recorded]"} <= names, names
     assert "update-warehouse" in {name.rsplit("-", 1)[0] for name in names}
 
 
