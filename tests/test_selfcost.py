@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from conftest import needs_tool
 from lakes import new_run, runs_row, steps
 
 from yardstick.flows.landing import land_tool_cost
@@ -286,6 +287,7 @@ def test_the_next_update_loads_the_late_phases_of_a_loaded_run(tmp_path):
 
 
 @pytest.mark.e2e
+@needs_tool("redis-benchmark")  # the throughput family's row: its tools' CPU kept apart
 def test_a_real_run_lands_its_cost_and_reports_it(redis_server, tmp_path):
     """`yardstick run` (one shot, its own process) on a real server: every phase lands, the
     process's phases add up to at most its total, the report shows the table, and the
