@@ -23,7 +23,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +31,7 @@ import duckdb
 import pyarrow as pa
 
 from yardstick import interrupt
-from yardstick.storage import dbt, lake, lakefs, plan
+from yardstick.storage import dbt, derived, lake, lakefs, plan
 from yardstick.storage.schemas import DETAIL_TABLES, SCHEMA_VERSION, TABLES, file_schema
 
 log = logging.getLogger(__name__)
@@ -576,15 +576,24 @@ def _update(
         why = f"run {run} of {env} arrived after later runs were loaded"
         return _rebuild(lake_dir, warehouse_path, why, start, until_run_id)
 
-    def remember(con: duckdb.DuckDBPyConnection) -> None:
-        """What this update saw of the lake: kept with the batch it loads."""
-        _detail_views(con, lake_dir)
-        _save_survey(con, survey, held)
-        _save_unfinished(con, survey, survey.candidates | pending)
+    parts = _split(batch)
+    done: list[_Applied] = []
+    for index, part in enumerate(parts):
+        _checkpoint_if_closed(warehouse_path, lake_dir, _first_day(part))
+        later = held.union(*parts[index + 1 :])
 
-    applied = _replay_batch(warehouse_path, lake_dir, survey, batch, remember)
-    if applied is None:
-        applied = _dbt_batch_on_copy(warehouse_path, lake_dir, survey, batch, remember)
+        def remember(con: duckdb.DuckDBPyConnection, later: set = later) -> None:
+            """What this update saw of the lake, kept with each part it loads (the runs of
+            its later parts stay pending: a kill between parts loses none)."""
+            _detail_views(con, lake_dir)
+            _save_survey(con, survey, later)
+            _save_unfinished(con, survey, survey.candidates | pending)
+
+        part_applied = _replay_batch(warehouse_path, lake_dir, survey, part, remember)
+        if part_applied is None:
+            part_applied = _dbt_batch_on_copy(warehouse_path, lake_dir, survey, part, remember)
+        done.append(part_applied)
+    applied = _Applied.total(done)
     log.info(
         "warehouse %s: %d new runs (load %.1f s, models %.1f s); %s",
         warehouse_path,
@@ -616,6 +625,66 @@ class _Applied:
     models_s: float
     nodes: list[tuple[str, str, float]]
     parse_mode: str
+
+    @staticmethod
+    def total(parts: list[_Applied]) -> _Applied:
+        """What several batches did together."""
+        return _Applied(
+            sum(p.read for p in parts),
+            sum(p.load_s for p in parts),
+            sum(p.models_s for p in parts),
+            [node for p in parts for node in p.nodes],
+            "; ".join(dict.fromkeys(p.parse_mode for p in parts)),
+        )
+
+
+def _first_day(runs: set[tuple[str, str]]) -> str:
+    """The earliest run's day (YYYYMMDD)."""
+    return min(run for _, run in runs)[:8]
+
+
+def _checkpoint_if_closed(path: Path, lake_dir: lakefs.LakePath, next_day: str) -> None:
+    """Before loading runs of `next_day`: when the warehouse stands at the end of an earlier
+    day (every run it loaded is of an earlier day) and loaded runs since its last checkpoint,
+    keep what it derived for them in the lake (yardstick/storage/derived.py). A failure
+    costs a later rebuild those days' work, never this update."""
+    con = _connect(path)
+    try:
+        meta = _meta(con)
+        after_day = meta.get("checkpoint_day", derived.NO_DAY)
+        top = con.execute(f"select max(run_id) from {LOADED}").fetchone()[0]
+        if not top or not after_day < top[:8] < next_day:
+            return
+        through_day = top[:8]
+        runs = con.execute(
+            f"select env, run_id from {LOADED} where run_id > ? and run_id < ?",
+            [f"{after_day}~", f"{through_day}~"],
+        ).fetchall()
+        try:
+            made = derived.export(
+                con,
+                lake_dir,
+                meta.get("checkpoint_id", ""),
+                after_day,
+                through_day,
+                runs,
+                dbt.models_digest(),
+                SCHEMA_VERSION,
+            )
+        except (interrupt.Interrupted, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            log.warning(
+                "warehouse %s: days %s..%s not kept in the lake (%s); a rebuild derives them",
+                path,
+                after_day,
+                through_day,
+                lakefs.describe_error(exc),
+            )
+            return
+        _set_meta(con, checkpoint_id=made.checkpoint, checkpoint_day=through_day)
+    finally:
+        con.close()
 
 
 def _load(
@@ -784,16 +853,20 @@ def _swap_in(tmp: Path, warehouse_path: Path) -> None:
     _remove_building(warehouse_path)
 
 
-def _rebuild_batches(complete: set[tuple[str, str]]) -> list[set[tuple[str, str]]]:
-    """The runs of a full rebuild in bounded batches, oldest first: one period (UTC month) at a
-    time, at most REBUILD_BATCH_RUNS runs each. Each batch is what an incremental update of
-    that month would add, so the marts come out as a sequence of updates makes them."""
+def _split(runs: set[tuple[str, str]]) -> list[set[tuple[str, str]]]:
+    """Runs in the batches an update (or a rebuild) loads one after the other, oldest first:
+    one period (UTC month) at a time, at most REBUILD_BATCH_RUNS runs each, and the latest
+    day's runs apart from the closed days before them (a checkpoint of the closed days is
+    taken between: yardstick/storage/derived.py). Each batch is what an incremental update
+    of those runs would add, so the marts come out as a sequence of updates makes them."""
     batches: list[set[tuple[str, str]]] = []
     current: list[tuple[str, str]] = []
-    for env, run in sorted(complete, key=lambda key: (key[1], key[0])):
+    latest = max((run[:8] for _, run in runs), default="")
+    for env, run in sorted(runs, key=lambda key: (key[1], key[0])):
         if current and (
             lake.run_period(run) != lake.run_period(current[-1][1])
             or len(current) >= REBUILD_BATCH_RUNS
+            or (run[:8] == latest and current[-1][1][:8] != latest)
         ):
             batches.append(set(current))
             current = []
@@ -850,7 +923,15 @@ def _rebuild(
         load_start = time.perf_counter()
         survey = _survey(lake_dir, {}, {})
         complete = _wanted(survey.candidates, until_run_id)
-        batches = _rebuild_batches(complete)
+        # Closed days whose marts the lake already keeps are imported, not derived again.
+        found = derived.chain(lake_dir, complete, dbt.models_digest(), SCHEMA_VERSION)
+        through_day = found[-1].through_day if found else derived.NO_DAY
+        covered = {(env, run) for env, run in complete if run[:8] <= through_day}
+        batches = _split(complete - covered)
+        if found:
+            batches.insert(0, set())  # the first batch creates everything, empty
+        elif not batches:
+            batches = [set()]  # an empty lake: one empty batch
         con = _connect(tmp)
         try:
             con.execute(f"create table {META} (key varchar, value varchar)")
@@ -866,7 +947,9 @@ def _rebuild(
         for index, batch in enumerate(batches):
             if index > 0:
                 # Each later batch is an incremental update of the file being built: dbt
-                # records its statements once, the batches after replay them.
+                # records its statements once, the batches after replay them. Each month
+                # done is kept in the lake: a rebuild killed after it starts from there.
+                _checkpoint_if_closed(tmp, lake_dir, _first_day(batch))
                 applied = _replay_batch(tmp, lake_dir, survey, batch, None) or _dbt_batch(
                     tmp, lake_dir, survey, batch, None, warehouse_path
                 )
@@ -892,6 +975,9 @@ def _rebuild(
             con = _connect(tmp)
             try:
                 _append_loaded(con, batch)
+                if found:
+                    imported = _import_derived(con, lake_dir, found, covered, warehouse_path)
+                    load_s += imported
             finally:
                 con.close()
         con = _connect(tmp)
@@ -905,10 +991,13 @@ def _rebuild(
         raise
     _swap_in(tmp, warehouse_path)
     log.info(
-        "warehouse %s rebuilt (%s): %d runs in %d batches (load %.1f s, models %.1f s); dbt %s",
+        "warehouse %s rebuilt (%s): %d runs, %d of them (days through %s) from the lake's "
+        "derived tables, the rest in %d batches (load %.1f s, models %.1f s); dbt %s",
         warehouse_path,
         reason,
         len(complete),
+        len(covered),
+        through_day,
         len(batches),
         load_s,
         models_s,
@@ -927,6 +1016,62 @@ def _rebuild(
         parse_mode,
         len(batches),
     )
+
+
+def _import_derived(
+    con: duckdb.DuckDBPyConnection,
+    lake_dir: lakefs.LakePath,
+    found: list[derived.Checkpoint],
+    covered: set[tuple[str, str]],
+    old_path: Path,
+) -> float:
+    """Fill the empty marts of a rebuild from the chain of checkpoints `found` (their runs,
+    `covered`, become loaded), and take the old warehouse's recorded dbt plan (valid if its
+    key still matches); the seconds it took."""
+    start = time.perf_counter()
+    con.execute("begin")
+    rows = derived.load(con, lake_dir, found)
+    _append_loaded(con, covered)
+    _set_meta(con, checkpoint_id=found[-1].checkpoint, checkpoint_day=found[-1].through_day)
+    con.execute("commit")
+    _adopt_plan(con, old_path)
+    log.info(
+        "warehouse: %d runs of days %s..%s imported from %d derived checkpoints (%d rows, %.1f s)",
+        len(covered),
+        found[0].after_day,
+        found[-1].through_day,
+        len(found),
+        rows,
+        time.perf_counter() - start,
+    )
+    return time.perf_counter() - start
+
+
+def _adopt_plan(con: duckdb.DuckDBPyConnection, old_path: Path) -> None:
+    """Copy the recorded dbt plan of the warehouse being replaced (if any, and readable):
+    the rebuild's next batch replays it when its key matches, instead of starting dbt."""
+    if not old_path.exists():
+        return
+    try:
+        con.execute(f"attach {_quote(str(old_path))} as previous (read_only)")
+    except duckdb.Error:
+        return
+    try:
+        found = con.execute(
+            "select value from previous.yardstick.meta where key = ?", [plan.KEY]
+        ).fetchone()
+        if found:
+            con.execute("begin")
+            con.execute(f"create or replace table {plan.PLAN} as from previous.{plan.PLAN}")
+            con.execute(f"delete from {META} where key = ?", [plan.KEY])
+            con.execute(f"insert into {META} values (?, ?)", [plan.KEY, found[0]])
+            con.execute("commit")
+    except duckdb.Error as exc:
+        log.info("warehouse: the previous warehouse's dbt plan not taken (%s)", exc)
+        with suppress(duckdb.Error):  # no transaction open: nothing to roll back
+            con.execute("rollback")
+    finally:
+        con.execute("detach previous")
 
 
 def build(lake_dir: str | Path, warehouse_path: str | Path) -> Path:

@@ -1,0 +1,285 @@
+"""Closed days derived once: what the warehouse's marts hold for the runs of closed days is
+kept in the lake (`lake/_derived/<mart>/`, Delta tables partitioned by period), with a chain
+of checkpoints saying which runs each one covers; a rebuild imports the longest valid chain
+instead of recomputing those days from every collection and every key.
+
+A checkpoint is taken when the warehouse stands at the end of a day whose runs are all loaded
+(the next runs it loads are of a later day). It holds the rows of every per-run mart for the
+runs loaded since its parent, and, of each state mart (one row set per key, replaced when a
+batch touches the key), the rows of the keys touched since its parent. It is valid while the
+models' digest, the lake's schema version and the lake's complete runs of its days are what
+they were (a late run of a closed day invalidates it and every later checkpoint). Rows of a
+checkpoint whose manifest row never landed (a process killed while exporting) are ignored."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from yardstick.storage import lake, lakefs
+
+log = logging.getLogger(__name__)
+
+ROOT = "_derived"
+MANIFEST = "_checkpoints"
+# State marts: (the key an update replaces rows by, the column saying which run last set them).
+STATE_MARTS: dict[str, tuple[tuple[str, ...], str]] = {
+    "figure_series_tail": (("env", "figure", "subject"), "run_id"),
+    "run_environment_tail": (("env",), "run_id"),
+    "latest_full_runs": (("env",), "run_id"),
+    "commandstats_last_snapshot": (("env", "server_run_id"), "run_id"),
+    "server_cpu_last": (("env",), "run_id"),
+    "environment_members": (("member",), "run_id"),
+    "slowlog_server_runs": (("env", "server_run_id"), "last_run_id"),
+}
+# Per-run marts say their run in run_id, except these.
+RUN_COLUMN = {"latency_samples": "first_run_id"}
+# Not the models' rows: the seed, and the detail views read in place.
+NOT_DERIVED = {"figure_catalog", "keyspace_keys", "ping_histogram"}
+NO_DAY = "00000000"  # the day before every run: the root of the chain
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One manifest row: a checkpoint's runs and what they were derived with."""
+
+    checkpoint: str
+    parent: str
+    after_day: str  # YYYYMMDD: its runs are of days after this one...
+    through_day: str  # ...up to and including this one
+    runs: int
+    runs_hash: str
+    models_digest: str
+    schema_version: int
+    created_at: str
+
+
+def _table(name: str) -> str:
+    """The lake-relative name of a derived table."""
+    return f"{ROOT}/{name}"
+
+
+def runs_hash(runs: list[tuple[str, str]]) -> str:
+    """A digest of a set of (env, run) pairs, whatever their order."""
+    digest = hashlib.sha256()
+    for env, run in sorted(runs):
+        digest.update(f"{env}\t{run}\n".encode())
+    return digest.hexdigest()[:32]
+
+
+def runs_between(runs, after_day: str, through_day: str) -> list[tuple[str, str]]:
+    """The (env, run) pairs of runs started on a day in (after_day, through_day]."""
+    return [(env, run) for env, run in runs if after_day < run[:8] <= through_day]
+
+
+def mart_tables(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The marts a checkpoint derives: every table of the marts schema but the seed."""
+    rows = con.execute(
+        "select table_name from duckdb_tables() where schema_name = 'marts' "
+        "and database_name = current_database() order by 1"
+    ).fetchall()
+    return [name for (name,) in rows if name not in NOT_DERIVED]
+
+
+def _run_column(mart: str) -> str:
+    return STATE_MARTS[mart][1] if mart in STATE_MARTS else RUN_COLUMN.get(mart, "run_id")
+
+
+def _period(column: str) -> str:
+    return f"left({column}, 4) || '-' || substr({column}, 5, 2)"
+
+
+def _export_select(mart: str, after_day: str, through_day: str, checkpoint: str) -> str:
+    """The rows of `mart` a checkpoint over (after_day, through_day] keeps."""
+    run = _run_column(mart)
+    tag = f"{_period(run)} as period, '{checkpoint}' as checkpoint"
+    if mart not in STATE_MARTS:
+        # Run ids begin with their day: '~' sorts after every character a run id has, so
+        # the bounds are plain comparisons (the rows are appended in time order: DuckDB
+        # skips older row groups by their zone maps).
+        return (
+            f"select *, {tag} from marts.{mart} "
+            f"where {run} > '{after_day}~' and {run} < '{through_day}~'"
+        )
+    keys = ", ".join(STATE_MARTS[mart][0])
+    return (
+        f"select *, '{through_day[:4]}-{through_day[4:6]}' as period, '{checkpoint}' as checkpoint "
+        f"from marts.{mart} semi join (select {keys} from marts.{mart} group by all "
+        f"having max({run}) > '{after_day}~') using ({keys})"
+    )
+
+
+def _write(lake_dir: lakefs.LakePath, name: str, data: pa.Table) -> None:
+    """Append rows to a derived table (one Delta commit), replacing a table whose schema the
+    rows no longer fit (its rows belong to models that changed: no valid checkpoint reads them)."""
+    from deltalake import write_deltalake
+
+    root = lake.table_root(lake_dir, _table(name))
+    if isinstance(root, Path):
+        root.mkdir(parents=True, exist_ok=True)
+    options = lakefs.storage_options(root)
+    uri = lake.table_uri(lake_dir, _table(name))
+    partition = ["period"] if "period" in data.column_names else None
+    with lakefs.storage_errors("commit", root):
+        try:
+            write_deltalake(
+                uri,
+                data,
+                mode="append",
+                partition_by=partition,
+                schema_mode="merge",
+                configuration=lake.TABLE_CONFIG,
+                storage_options=options,
+            )
+        except Exception as exc:
+            if "schema" not in str(exc).lower() and "cast" not in str(exc).lower():
+                raise
+            log.warning("derived table %s: schema changed, its earlier rows are replaced", name)
+            write_deltalake(
+                uri,
+                data,
+                mode="overwrite",
+                partition_by=partition,
+                schema_mode="overwrite",
+                configuration=lake.TABLE_CONFIG,
+                storage_options=options,
+            )
+
+
+def export(
+    con: duckdb.DuckDBPyConnection,
+    lake_dir: lakefs.LakePath,
+    parent: str,
+    after_day: str,
+    through_day: str,
+    runs: list[tuple[str, str]],
+    models_digest: str,
+    schema_version: int,
+) -> Checkpoint:
+    """Derive a checkpoint from the warehouse as it stands (at the end of `through_day`):
+    every mart's rows since checkpoint `parent` (through `after_day`; "" and NO_DAY for the
+    first), then its manifest row (last: a kill before it leaves rows no checkpoint names)."""
+    start = time.perf_counter()
+    stamp = datetime.now(UTC)
+    checkpoint = Checkpoint(
+        checkpoint=f"{through_day}-{stamp.strftime('%Y%m%dT%H%M%S%f')}",
+        parent=parent,
+        after_day=after_day,
+        through_day=through_day,
+        runs=len(runs),
+        runs_hash=runs_hash(runs),
+        models_digest=models_digest,
+        schema_version=schema_version,
+        created_at=stamp.isoformat(),
+    )
+    rows = 0
+    for mart in mart_tables(con):
+        data = con.sql(
+            _export_select(mart, after_day, through_day, checkpoint.checkpoint)
+        ).to_arrow_table()
+        if data.num_rows:
+            _write(lake_dir, mart, data)
+            rows += data.num_rows
+    manifest = pa.Table.from_pylist([checkpoint.__dict__])
+    _write(lake_dir, MANIFEST, manifest)
+    log.info(
+        "derived days %s..%s kept in the lake: %d runs, %d rows (%.1f s)",
+        after_day,
+        through_day,
+        len(runs),
+        rows,
+        time.perf_counter() - start,
+    )
+    return checkpoint
+
+
+def checkpoints(lake_dir: lakefs.LakePath) -> list[Checkpoint]:
+    """Every manifest row in the lake."""
+    dt = lake.open_table(lake_dir, _table(MANIFEST))
+    if dt is None:
+        return []
+    names = Checkpoint.__dataclass_fields__
+    return [
+        Checkpoint(**{k: v for k, v in row.items() if k in names})
+        for row in dt.to_pyarrow_table().to_pylist()
+    ]
+
+
+def chain(
+    lake_dir: lakefs.LakePath,
+    complete: set[tuple[str, str]],
+    models_digest: str,
+    schema_version: int,
+) -> list[Checkpoint]:
+    """The longest chain of valid checkpoints from the root (oldest first): derived with these
+    models and this lake schema, each holding exactly the lake's complete runs of its days."""
+    valid: dict[str, list[Checkpoint]] = {}
+    for cp in checkpoints(lake_dir):
+        if cp.models_digest != models_digest or cp.schema_version != schema_version:
+            continue
+        if runs_hash(runs_between(complete, cp.after_day, cp.through_day)) != cp.runs_hash:
+            continue
+        valid.setdefault(cp.parent, []).append(cp)
+    found: list[Checkpoint] = []
+    parent = ""
+    while valid.get(parent):
+        # Two checkpoints of one parent (an export redone after a kill): the same runs, the
+        # furthest reaching, then the newest.
+        best = max(valid[parent], key=lambda cp: (cp.through_day, cp.created_at))
+        found.append(best)
+        parent = best.checkpoint
+    # Runs of days in no checkpoint yet but before the tip would have been loaded out of order.
+    return found
+
+
+def _files(lake_dir: lakefs.LakePath, name: str) -> list[str]:
+    """The data files of a derived table's current version."""
+    dt = lake.open_table(lake_dir, _table(name))
+    return dt.file_uris() if dt is not None else []
+
+
+def load(con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath, found: list[Checkpoint]) -> int:
+    """Insert the chain's rows into the warehouse's (empty) marts; the rows inserted."""
+    if not found:
+        return 0
+    if isinstance(lake_dir, lakefs.ObjectPath):
+        lakefs.register(con)
+    position = pa.table(
+        {
+            "checkpoint": [cp.checkpoint for cp in found],
+            "chain_position": list(range(len(found))),
+        }
+    )
+    con.register("chain_positions", position)
+    rows = 0
+    try:
+        for mart in mart_tables(con):
+            files = _files(lake_dir, mart)
+            if not files:
+                continue
+            listing = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
+            source = (
+                f"select t.* exclude (checkpoint), c.chain_position from read_parquet("
+                f"{listing}, union_by_name = true, hive_partitioning = false) as t "
+                "join chain_positions as c using (checkpoint)"
+            )
+            if mart in STATE_MARTS:
+                # A key's rows are those of the latest checkpoint that touched it.
+                keys = ", ".join(STATE_MARTS[mart][0])
+                source += f" qualify c.chain_position = max(c.chain_position) over (partition by {keys})"
+            else:
+                source += " order by c.chain_position"
+            count = con.execute(
+                f"insert into marts.{mart} by name select * exclude (chain_position) from ({source})"
+            ).fetchone()
+            rows += count[0] if count else 0
+    finally:
+        con.unregister("chain_positions")
+    return rows
