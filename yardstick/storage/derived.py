@@ -17,7 +17,7 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -273,13 +273,87 @@ def load(con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath, found: list[
             if mart in STATE_MARTS:
                 # A key's rows are those of the latest checkpoint that touched it.
                 keys = ", ".join(STATE_MARTS[mart][0])
-                source += f" qualify c.chain_position = max(c.chain_position) over (partition by {keys})"
+                latest = f"max(c.chain_position) over (partition by {keys})"
+                source += f" qualify c.chain_position = {latest}"
             else:
                 source += " order by c.chain_position"
             count = con.execute(
-                f"insert into marts.{mart} by name select * exclude (chain_position) from ({source})"
+                f"insert into marts.{mart} by name "
+                f"select * exclude (chain_position) from ({source})"
             ).fetchone()
             rows += count[0] if count else 0
     finally:
         con.unregister("chain_positions")
     return rows
+
+
+def tables_present(lake_dir: lakefs.LakePath) -> list[str]:
+    """The derived tables in the lake (the manifest last)."""
+    root = lakefs.lake_root(lake_dir) / ROOT
+    if not lakefs.exists(root):
+        return []
+    names = [n for n in lakefs.list_names(root) if "_delta_log" in lakefs.list_names(root / n)]
+    return sorted(names, key=lambda n: (n == MANIFEST, n))
+
+
+def stale(found: list[Checkpoint], now: datetime | None = None) -> set[str]:
+    """Checkpoints no rebuild will read again: derived with other models than the newest
+    checkpoint's, or replaced by a newer export of the same days. (Rows whose manifest never
+    landed are named by no checkpoint: `compact` drops those once a day old.)"""
+    if not found:
+        return set()
+    newest = max(found, key=lambda cp: cp.created_at)
+    current = [cp for cp in found if cp.models_digest == newest.models_digest]
+    gone = {cp.checkpoint for cp in found if cp.models_digest != newest.models_digest}
+    best: dict[tuple[str, str], Checkpoint] = {}
+    for cp in current:
+        key = (cp.parent, cp.through_day)
+        if key not in best or cp.created_at > best[key].created_at:
+            best[key] = cp
+    return gone | {cp.checkpoint for cp in current if best[(cp.parent, cp.through_day)] != cp}
+
+
+def compact(lake_dir: lakefs.LakePath, vacuum_hours: int | None = None) -> tuple[int, int, int]:
+    """The nightly pass over the derived tables: drop the rows of stale checkpoints, merge
+    each period's files into one, vacuum and checkpoint the log (the lake's file count stays
+    bounded: one file per mart and month). Returns (files in, files out, files deleted)."""
+    found = checkpoints(lake_dir)
+    gone = stale(found)
+    named = {cp.checkpoint for cp in found}
+    day_old = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y%m%dT%H%M%S")
+    files_in = files_out = deleted = 0
+    for name in tables_present(lake_dir):
+        dt = lake.open_table(lake_dir, _table(name))
+        if dt is None:
+            continue
+        root = lake.table_root(lake_dir, _table(name))
+        with lakefs.storage_errors("optimize", root):
+            if name == MANIFEST:
+                if gone:
+                    dt.delete(_in("checkpoint", gone))
+            else:
+                ids = dt.to_pyarrow_table(columns=["checkpoint"]).column(0).unique().to_pylist()
+                # An export's id carries its time: an unnamed one a day old was killed.
+                orphans = {c for c in ids if c not in named and c.split("-")[-1] < day_old}
+                if gone & set(ids) or orphans:
+                    dt.delete(_in("checkpoint", (gone & set(ids)) | orphans))
+            metrics = dt.optimize.compact()
+            files_in += metrics.get("numFilesRemoved", 0)
+            files_out += metrics.get("numFilesAdded", 0)
+            deleted += len(
+                dt.vacuum(
+                    retention_hours=vacuum_hours,
+                    dry_run=False,
+                    enforce_retention_duration=vacuum_hours is None,
+                    full=True,
+                )
+            )
+            dt.create_checkpoint()
+            dt.cleanup_metadata()
+    return files_in, files_out, deleted
+
+
+def _in(column: str, values: set[str]) -> str:
+    """A Delta predicate: the column is one of the values."""
+    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in sorted(values))
+    return f"{column} in ({quoted})"

@@ -73,6 +73,8 @@ class UpdateResult:
     # How dbt came by the project's parse (reused, partial, full and why).
     parse_mode: str = ""
     batches: int = 1  # a full rebuild's bounded batches (periods)
+    # A rebuild's runs imported from the lake's derived tables (closed days), not re-derived.
+    from_derived: int = 0
 
 
 def _quote(text: str) -> str:
@@ -1015,6 +1017,7 @@ def _rebuild(
         nodes,
         parse_mode,
         len(batches),
+        len(covered),
     )
 
 

@@ -1,0 +1,195 @@
+"""Closed days derived once: the warehouse keeps the marts of closed days in the lake
+(yardstick/storage/derived.py), a rebuild imports them instead of recomputing those days, and
+gives what a rebuild from the raw rows gives; a late run, changed models or a killed export
+make a rebuild derive again what they touch, and a killed rebuild resumes where it stopped."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+from test_warehouse_incremental import (
+    COLLECT_FAMILIES,
+    NIGHT_FAMILIES,
+    _measure,
+    _night_profile,
+    _same,
+    _tables,
+    _traffic,
+)
+
+from yardstick.flows.collect import collect_profile
+from yardstick.settings.config import Environment
+from yardstick.storage import dbt, derived, lake, warehouse
+from yardstick.storage.schemas import SCHEMA_VERSION
+
+pytestmark = [pytest.mark.server_agnostic, pytest.mark.e2e]
+
+# Three days across a month's end: day 1 and 2 close (January), day 3 stays open.
+FIRST_DAY = datetime(2026, 1, 30, 10, tzinfo=UTC)
+DAYS = 3
+RUNS_PER_DAY = 4  # a collection and a night, of two environments
+
+
+def _day(run_id: str) -> int:
+    """Which of the days (0, 1, 2) a run belongs to."""
+    return (lake.run_day(run_id) - FIRST_DAY.date()).days
+
+
+@pytest.fixture(scope="module")
+def days(prefect_server, tmp_path_factory):
+    """Three days of runs landed a day at a time, the warehouse updated after each (as the
+    nightly flow does); yields (lake, incremental warehouse, lake without derived tables)."""
+    from yardstick.host.embedded import RedisProcess
+
+    root = tmp_path_factory.mktemp("days")
+    lake_dir, incremental = root / "lake", root / "incremental.duckdb"
+    night, collect = _night_profile(), collect_profile()
+    with RedisProcess() as a, RedisProcess() as b:
+        envs = [
+            Environment(name="alpha", url=a.url, mode="scratch"),
+            Environment(name="beta", url=b.url, mode="read-only"),
+        ]
+        for day in range(DAYS):
+            at = FIRST_DAY + timedelta(days=day)
+            for step, families in enumerate((COLLECT_FAMILIES, NIGHT_FAMILIES)):
+                for i, (env, server) in enumerate(zip(envs, (a, b), strict=True)):
+                    _traffic(server.url, slow=day + step)
+                    run_id = lake.new_run_id(at + timedelta(minutes=step, seconds=i))
+                    profile = night if families is NIGHT_FAMILIES else collect
+                    _measure(lake_dir, env, families, run_id, profile)
+            warehouse.update(lake_dir, incremental)
+    raw = Path(shutil.copytree(lake_dir, root / "raw-lake"))
+    shutil.rmtree(raw / derived.ROOT)
+    return lake_dir, incremental, raw
+
+
+def _complete(lake_dir: Path) -> set[tuple[str, str]]:
+    """The lake's complete runs."""
+    return warehouse._survey(lake.lakefs.lake_root(lake_dir), {}, {}).candidates
+
+
+def _chain(lake_dir: Path) -> list[derived.Checkpoint]:
+    return derived.chain(
+        lake.lakefs.lake_root(lake_dir), _complete(lake_dir), dbt.models_digest(), SCHEMA_VERSION
+    )
+
+
+def _assert_same_marts(got_path: Path, want_path: Path) -> None:
+    got, want = _tables(got_path), _tables(want_path)
+    assert set(got) == set(want)
+    for name in sorted(want):
+        assert len(got[name]) == len(want[name]), name
+        for mine, theirs in zip(got[name], want[name], strict=True):
+            assert _same(mine, theirs), (name, mine, theirs)
+
+
+def test_closed_days_are_kept_and_a_rebuild_imports_them(days, tmp_path):
+    lake_dir, incremental, raw = days
+    found = _chain(lake_dir)
+    # Each nightly update kept the day it closed: day 1, then day 2; day 3 is open.
+    assert [cp.through_day for cp in found] == ["20260130", "20260131"]
+    assert [cp.runs for cp in found] == [RUNS_PER_DAY, RUNS_PER_DAY]
+    # Readable by any Delta reader, partitioned by period.
+    figures = DeltaTable(str(lake_dir / derived.ROOT / "figures")).to_pyarrow_table()
+    assert figures.num_rows > 0
+    assert set(figures.column("period").to_pylist()) == {"2026-01"}
+    assert {_day(r) for r in figures.column("run_id").to_pylist()} == {0, 1}
+
+    # The nightly compaction merges each derived table's files; the chain is unchanged.
+    before = len(DeltaTable(str(lake_dir / derived.ROOT / "figures")).file_uris())
+    derived.compact(lake.lakefs.lake_root(lake_dir), vacuum_hours=0)
+    assert len(DeltaTable(str(lake_dir / derived.ROOT / "figures")).file_uris()) < before
+    assert _chain(lake_dir) == found
+
+    # A rebuild imports the two closed days, derives the open one, and equals both the
+    # incremental warehouse and a rebuild from the raw rows alone.
+    imported = warehouse.update(lake_dir, tmp_path / "imported.duckdb", full=True)
+    assert imported.from_derived == 2 * RUNS_PER_DAY, imported
+    from_raw = warehouse.update(raw, tmp_path / "from_lake.duckdb", full=True)
+    assert from_raw.from_derived == 0
+    _assert_same_marts(incremental, tmp_path / "from_lake.duckdb")
+    _assert_same_marts(tmp_path / "imported.duckdb", tmp_path / "from_lake.duckdb")
+
+
+def test_a_late_run_makes_its_day_and_the_later_ones_derived_again(days, tmp_path):
+    lake_dir, incremental, _ = days
+    lake_copy = Path(shutil.copytree(lake_dir, tmp_path / "lake"))
+    warehouse_copy = Path(shutil.copy(incremental, tmp_path / "w.duckdb"))
+    # A site's run of day 2 arrives after day 3 was loaded.
+    late = lake.new_run_id(FIRST_DAY + timedelta(days=1, hours=3))
+    ran = lake.read(lake_dir, "runs", envs=["alpha"]).column("run_id").to_pylist()
+    model = min(run for run in ran if _day(run) == 1)  # its rows, under the late run's id
+    for table in ("steps", "runs"):
+        rows = [r for r in lake.read(lake_dir, table, envs=["alpha"]).to_pylist()]
+        data = pa.Table.from_pylist([r for r in rows if r["run_id"] == model])
+        data = data.drop_columns(["run_id", "schema_version", "env", "period"])
+        lake.write(lake_copy, table, "alpha", late, data)
+    # Day 1 still holds; day 2 no longer does.
+    assert [cp.through_day for cp in _chain(lake_copy)] == ["20260130"]
+    result = warehouse.update(lake_copy, warehouse_copy)
+    assert result.mode == "full" and "arrived after" in result.reason
+    assert result.from_derived == RUNS_PER_DAY
+    # The rebuild kept day 2 again, late run included.
+    again = _chain(lake_copy)
+    assert [cp.through_day for cp in again] == ["20260130", "20260131"]
+    assert again[1].runs == RUNS_PER_DAY + 1
+
+
+def test_changed_models_derive_again_and_a_killed_rebuild_resumes(days, tmp_path, monkeypatch):
+    lake_dir, incremental, _ = days
+    lake_copy = Path(shutil.copytree(lake_dir, tmp_path / "lake"))
+    path = tmp_path / "w.duckdb"
+    monkeypatch.setattr(dbt, "models_digest", lambda: "changed-models")
+    assert _chain(lake_copy) == []  # derived by other models: nothing to import
+
+    real_replay = warehouse._replay_batch
+
+    def killed_on_day_3(path, lake_dir, survey, batch, *args):
+        if any(_day(run) == 2 for _, run in batch):
+            raise RuntimeError("killed while deriving day 3")
+        return real_replay(path, lake_dir, survey, batch, *args)
+
+    monkeypatch.setattr(warehouse, "_replay_batch", killed_on_day_3)
+    monkeypatch.setattr(warehouse, "_dbt_batch", killed_on_day_3)
+    with pytest.raises(RuntimeError, match="killed"):
+        warehouse.update(lake_copy, path, full=True)
+    assert not path.exists()
+    # What it derived before the kill was kept: the next rebuild starts from there.
+    assert [cp.through_day for cp in _chain(lake_copy)] == ["20260131"]
+    monkeypatch.undo()
+    monkeypatch.setattr(dbt, "models_digest", lambda: "changed-models")
+    resumed = warehouse.update(lake_copy, path, full=True)
+    assert resumed.from_derived == 2 * RUNS_PER_DAY
+    _assert_same_marts(path, incremental)
+    # The next nightly compaction drops the first models' rows: one chain's rows remain.
+    derived.compact(lake.lakefs.lake_root(lake_copy), vacuum_hours=0)
+    ids = DeltaTable(str(lake_copy / derived.ROOT / "figures")).to_pyarrow_table()
+    assert set(ids.column("checkpoint").to_pylist()) == {cp.checkpoint for cp in _chain(lake_copy)}
+
+
+def test_an_export_killed_before_its_manifest_is_ignored(days, tmp_path, monkeypatch):
+    lake_dir, incremental, _ = days
+    lake_copy = Path(shutil.copytree(lake_dir, tmp_path / "lake"))
+    root = lake.lakefs.lake_root(lake_copy)
+    real_write = derived._write
+
+    def no_manifest(lake_dir, name, data):
+        if name == derived.MANIFEST:
+            raise OSError("killed before the manifest")
+        real_write(lake_dir, name, data)
+
+    monkeypatch.setattr(derived, "_write", no_manifest)
+    with pytest.raises(OSError):
+        con = duckdb.connect(str(incremental), read_only=True)
+        try:
+            derived.export(con, root, "", derived.NO_DAY, "20260131", [], "x", SCHEMA_VERSION)
+        finally:
+            con.close()
+    # Its rows landed, no manifest names them: the chain is what it was.
+    assert _chain(lake_copy) == _chain(lake_dir)
