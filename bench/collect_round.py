@@ -1,12 +1,13 @@
 """P7: one collection round of many environments on one host, as a worker runs it.
 
     .venv/bin/python bench/collect_round.py [--envs 50] [--rounds 3] [--json PATH]
-        [--compare-to WORKTREE] [--no-cli] [--root DIR]
+        [--compare-to WORKTREE] [--no-cli] [--root DIR] [--idle-s 3] [--no-warm-up]
 
 Starts --envs real redis-server processes on loopback (one host: one host group), writes an
 environments file, starts one `prefect server` (SQLite under <root>, as bench/prefect_db.py),
 then measures collection rounds, a warm-up round first for each way (limits and flow rows made
-once, the lake's tables created):
+once, the lake's tables created; `--no-warm-up` leaves it out, for a check of the bench's
+structure, the tests' tiny size, whose first round then pays that once):
 
 - worker: the flow `yardstick.flows.collect.collect` in a fresh process with PREFECT_API_URL
   set to that server and config_path given (PREFECT_LOGGING_LEVEL=WARNING, as prefect.yaml's
@@ -334,6 +335,12 @@ def main() -> int:
         "--history-rounds", type=int, default=3, help="rounds landed before --compare-to's"
     )
     parser.add_argument("--no-cli", action="store_true", help="skip `yardstick collect`")
+    parser.add_argument(
+        "--idle-s", type=float, default=3.0, help="how long the idle server's CPU is sampled"
+    )
+    parser.add_argument(
+        "--no-warm-up", action="store_true", help="measure from the first round (a tiny check)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument(
         "--py-spy", type=Path, help="also record one round of this code (collapsed stacks)"
@@ -349,11 +356,12 @@ def main() -> int:
         "bench": "collect_round",
         "envs": args.envs,
         "rounds": args.rounds,
+        "warm_up": not args.no_warm_up,
         "targets": {"all_in_cpu_s": TARGET_CPU_S, "wall_s": TARGET_WALL_S},
         **environment_record(),
     }
     try:
-        result["server_idle_cpu_s_per_s"] = bench.idle_server_cpu_s(3.0)
+        result["server_idle_cpu_s_per_s"] = bench.idle_server_cpu_s(args.idle_s)
         # The import alone: what every worker round pays before it reads a server.
         ways = {"import": lambda code, _: bench.import_round(code), "worker": bench.worker_round}
         if not args.no_cli:
@@ -361,8 +369,8 @@ def main() -> int:
         figures: dict[str, dict[str, list[dict]]] = {}
         for way, round_of in ways.items():
             for name, code in codes.items():
-                lake = root / f"lake-{way}-{name}"
-                round_of(code, lake)  # warm-up: limits, flow rows, the lake's tables
+                if not args.no_warm_up:  # limits, flow rows, the lake's tables
+                    round_of(code, root / f"lake-{way}-{name}")
                 figures.setdefault(way, {})[name] = []
         for _ in range(args.rounds):
             for way, round_of in ways.items():

@@ -1,6 +1,7 @@
 """bench/collect_round.py (P7) at a tiny size, in a subprocess: real servers, a real Prefect
 server, a worker's flow-run process and `yardstick collect`; its JSON holds each way's figures.
-No time is asserted: the figures belong to the bench, not to the suite."""
+No time is asserted: the figures belong to the bench, not to the suite. Its structure only: no
+warm-up round (each way's one round also makes the lake's tables), a short idle sample."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ def test_the_collection_round_bench_runs_tiny(tmp_path):
     out = tmp_path / "collect_round.json"
     proc = subprocess.run(
         [sys.executable, str(REPO / "bench" / "collect_round.py"), "--envs", "2", "--rounds", "1",
-         "--root", str(tmp_path / "work"), "--json", str(out)],
+         "--no-warm-up", "--idle-s", "0.5", "--root", str(tmp_path / "work"), "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=REPO,
     )  # fmt: skip
     assert proc.returncode == 0, f"bench failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     figures = json.loads(out.read_text())
     assert figures["envs"] == 2 and set(figures["results"]) == {"import", "worker", "cli"}
+    assert figures["warm_up"] is False and figures["server_idle_cpu_s_per_s"] >= 0
     for way, by_code in figures["results"].items():
         median = by_code["this"]["median"]
         assert median["exits"] == [0], way
