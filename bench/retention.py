@@ -35,8 +35,10 @@ and the updates run on that copy: edits to sql/ during a long run do not turn th
 update into a rebuild. Each update runs in a child process, whose own peak RSS (wait4) is the
 figure. The lake's files are every file on disk, the tables' _delta_log included.
 
-Targets (issue: history at scale, 50 environments x 365 days): full rebuild <= 60 s and
-<= 4 GiB peak RSS; nightly incremental update <= 10 s and <= 1 GiB, changing <= 10 % when the
+Targets (issues: history at scale, and its step three; 50 environments x 365 days): full
+rebuild (closed days imported from the lake's derived tables) <= 60 s and <= 2 GiB peak RSS;
+the rebuild from the raw rows (after a change of the SQL models) is reported beside it;
+nightly incremental update <= 10 s and <= 1 GiB, changing <= 10 % when the
 history doubles; the first update after a rebuild within 20 % of a warm one; lake <= 30,000
 files; one collection adds <= 1 file after compaction and <= 10 SLOWLOG rows when nothing new
 was logged; trend query <= 100 ms."""
@@ -76,8 +78,9 @@ GiB = float(1 << 30)
 # name: (what the issue asks, limit, unit of the figure). All "at most"; first_vs_warm and the
 # doubling are changes (shares: 0.10 = 10 %), first_vs_warm compared by size either way.
 TARGETS = {
+    # The rebuild from the lake's derived days (closed days imported, the open day derived).
     "rebuild_wall_s": ("full rebuild <= 60 s", 60.0, "s"),
-    "rebuild_rss_bytes": ("full rebuild peak memory <= 4 GiB", 4 * GiB, "bytes"),
+    "rebuild_rss_bytes": ("full rebuild peak memory <= 2 GiB", 2 * GiB, "bytes"),
     "incremental_wall_s": ("nightly incremental update <= 10 s", 10.0, "s"),
     "incremental_rss_bytes": ("nightly update peak memory <= 1 GiB", 1 * GiB, "bytes"),
     # The update's own process (imports included, as the bench's child pays them), CPU-s.
@@ -635,8 +638,13 @@ def measure(days: int, args: argparse.Namespace, shape: Shape, sql: Path, work: 
     files, size, per_table = lake_stats(lake_dir)
     top = ", ".join(f"{t} {n:,}" for t, n in per_table.most_common(4))
     print(f"{tag} lake: {files:,} files, {size / GiB:.2f} GiB; most files: {top}", flush=True)
+    # The first rebuild derives every day from the raw rows (as after a change of the SQL
+    # models) and keeps the closed days in the lake; the second, the rebuild a report, a
+    # late site or a lost warehouse asks for, imports them and derives only the open day.
+    rederive = run_update(lake_dir, wh, True, sql, work)
+    print(f"{tag} full rebuild from the raw rows: {describe(rederive)}", flush=True)
     full = run_update(lake_dir, wh, True, sql, work)
-    print(f"{tag} full rebuild: {describe(full)}", flush=True)
+    print(f"{tag} full rebuild from the derived days: {describe(full)}", flush=True)
     first = night(tag, "tonight", sched.TONIGHT, lake_dir, wh, files, args, shape, sql, work)
     return {
         "days": days,
@@ -646,6 +654,7 @@ def measure(days: int, args: argparse.Namespace, shape: Shape, sql: Path, work: 
         "units_generated": generated,
         "generate_s": gen_s,
         "rebuild": full,
+        "rederive": rederive,
         "first_night": first,
         "warm_nights": [],
         "wh": wh,
@@ -728,6 +737,11 @@ def figures(results: dict[int, dict], days: int, trend: dict) -> dict:
         "rebuild_models_s": rebuild.get("models_s"),
         "rebuild_batches": rebuild.get("batches"),
         "rebuild_rss_bytes": rebuild.get("rss_bytes"),
+        "rebuild_cpu_s": rebuild.get("cpu_s"),
+        "rebuild_from_derived_runs": rebuild.get("from_derived"),
+        "rederive_wall_s": _wall(base["rederive"]),
+        "rederive_cpu_s": base["rederive"].get("cpu_s"),
+        "rederive_rss_bytes": base["rederive"].get("rss_bytes"),
         "incremental_wall_s": warm_s,
         "incremental_walls_s": warm.get("walls_s"),
         "incremental_load_s": warm.get("load_s"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -279,6 +280,7 @@ def render_reports(
                 row["chart"] = up + chart if chart else chart
         comparison = comparison_context(con)
         catalog = figure_catalog(con)
+        rebuild = last_rebuild(con)
         headline = headline_figures(con)
     finally:
         con.close()
@@ -312,11 +314,23 @@ def render_reports(
     _write(
         out / "index.md",
         jinja.get_template("index.md.j2").render(
-            environments=configured, sites=sites or [], catalog=catalog
+            environments=configured, sites=sites or [], catalog=catalog, rebuild=rebuild
         ),
     )
     _write(out / "comparison.md", jinja.get_template("comparison.md.j2").render(**comparison))
     return written
+
+
+def last_rebuild(con: duckdb.DuckDBPyConnection) -> dict | None:
+    """What the warehouse's last full rebuild imported from the lake's derived days and what it
+    derived again from the raw rows (None for a warehouse built before this was kept)."""
+    try:
+        found = con.execute(
+            "select value from yardstick.meta where key = 'last_rebuild'"
+        ).fetchone()
+    except duckdb.Error:
+        return None
+    return json.loads(found[0]) if found else None
 
 
 def comparison_context(con: duckdb.DuckDBPyConnection) -> dict:

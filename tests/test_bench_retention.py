@@ -38,7 +38,7 @@ FIGURES = (
     " rebuild_rss_bytes incremental_wall_s incremental_rss_bytes first_update_wall_s"
     " warm_update_wall_s first_vs_warm_change doubling_change files_per_collection"
     " slowlog_rows_quiet_collection slowlog_rows_per_collection trend_query_ms top_nodes"
-    " doubled_rebuild_rss_bytes"
+    " doubled_rebuild_rss_bytes rederive_wall_s rebuild_from_derived_runs"
 ).split()
 
 
@@ -84,9 +84,12 @@ def test_tiny_bench_runs_and_checks_itself(tiny_run):
     for days in ("4", "8"):
         run = record["measured"][days]
         warm = [n["update"] for n in run["warm_nights"]]
-        for update in (run["rebuild"], run["first_night"]["update"], *warm):
+        for update in (run["rederive"], run["rebuild"], run["first_night"]["update"], *warm):
             assert "error" not in update, update
         assert [u["mode"] for u in warm] == ["incremental"]
+        # The second rebuild imported the closed days the first one kept in the lake.
+        assert run["rederive"]["from_derived"] == 0
+        assert 0 < run["rebuild"]["from_derived"] < run["rebuild"]["runs_added"]
     # Collections land only what is new: a quiet one lands no SLOWLOG row.
     assert figures["quiet_collections"] > 0
     assert figures["slowlog_rows_quiet_collection"] == 0

@@ -17,6 +17,7 @@ database); the paths it remembers (yardstick.files) are then s3:// URLs."""
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import shutil
@@ -984,7 +985,12 @@ def _rebuild(
                 con.close()
         con = _connect(tmp)
         try:
-            _set_meta(con, state="ok", **_expected_meta())
+            _set_meta(
+                con,
+                state="ok",
+                last_rebuild=_rebuild_note(reason, through_day, covered, complete - covered),
+                **_expected_meta(),
+            )
             con.execute("checkpoint")
         finally:
             con.close()
@@ -1018,6 +1024,24 @@ def _rebuild(
         parse_mode,
         len(batches),
         len(covered),
+    )
+
+
+def _rebuild_note(
+    reason: str, through_day: str, covered: set[tuple[str, str]], derived_runs: set
+) -> str:
+    """What a rebuild imported and what it derived again (JSON, yardstick.meta's
+    last_rebuild: the report's index shows it)."""
+    periods = sorted({lake.run_period(run) for _, run in derived_runs})
+    return json.dumps(
+        {
+            "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "reason": reason,
+            "imported_through": "" if through_day == derived.NO_DAY else through_day,
+            "imported_runs": len(covered),
+            "derived_runs": len(derived_runs),
+            "derived_periods": periods,
+        }
     )
 
 
