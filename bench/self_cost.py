@@ -2,7 +2,7 @@
 environments file: a scratch redis-server it starts, and its socat twin), as a user starts it.
 
     .venv/bin/python bench/self_cost.py [--profile quick] [--runs 1] [--root DIR] [--json PATH]
-        [--compare-to WORKTREE]
+        [--compare-to WORKTREE] [--env NAME ...]
 
 Each run is a fresh `yardstick` process (no PREFECT_* setting inherited: a one-shot run, no
 Prefect server) with its own lake, warehouse and reports. Per run:
@@ -47,9 +47,11 @@ TARGET_P2 = 0.75
 RUN_PHASES = ("start", "measure", "landing", "warehouse", "rendering")
 
 
-def one_run(work: Path, profile: str, code: Path | None = None) -> dict:
-    """One `yardstick run` in `work` (with the code in `code` first on the path, if given);
-    its figures."""
+def one_run(
+    work: Path, profile: str, code: Path | None = None, env_names: tuple[str, ...] = ()
+) -> dict:
+    """One `yardstick run` in `work` (with the code in `code` first on the path, if given; only
+    the embedded default's `env_names` when given); its figures."""
     work.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.pop("PYTHONPATH", None)
@@ -72,6 +74,7 @@ def one_run(work: Path, profile: str, code: Path | None = None) -> dict:
         str(work / "state"),
         "--format",
         "json",
+        *(arg for name in env_names for arg in ("--env", name)),
     ]
     load_before = _common.load_average()
     busy_before = host_busy_s()
@@ -180,6 +183,12 @@ def main() -> None:
     parser.add_argument("--root", default=tempfile.gettempdir(), help="where runs write")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--compare-to", type=Path, help="a worktree of an earlier commit")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        help="only this environment of the embedded default (repeat; default: both)",
+    )
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="self-cost-", dir=args.root))
@@ -192,7 +201,8 @@ def main() -> None:
         # Rounds interleaved, the order rotated, so drift in the machine's load spreads.
         order = list(codes) if index % 2 == 0 else list(reversed(codes))
         for name in order:
-            figures = one_run(root / f"{name}-{index}", args.profile, codes[name])
+            work = root / f"{name}-{index}"
+            figures = one_run(work, args.profile, codes[name], tuple(args.env))
             now = figures["process_tree_cpu_s"]
             figures["process_tree_cpu_s"], reaped_s = now - reaped_s, now
             figures["all_in_cpu_per_window_s"] = (
