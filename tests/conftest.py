@@ -72,6 +72,7 @@ OWN_BINARY_FIXTURES = {"valkey_binary", "falkordb_binary"}
 # xdist worker, so its fixtures are built once, and the run's tail is made of short modules.
 SLOW_MODULES = (
     "test_warehouse_incremental.py",
+    "test_warehouse_derived.py",
     "test_cluster.py",
     "test_bench_retention.py",
     "test_lake_warehouse.py",
