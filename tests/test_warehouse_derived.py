@@ -193,3 +193,29 @@ def test_an_export_killed_before_its_manifest_is_ignored(days, tmp_path, monkeyp
             con.close()
     # Its rows landed, no manifest names them: the chain is what it was.
     assert _chain(lake_copy) == _chain(lake_dir)
+
+
+def test_an_s3_lake_keeps_and_gives_back_derived_days(days, s3_lake, tmp_path):
+    """The derived tables on S3 (moto's real S3 API): exported, listed and imported alike."""
+    _, incremental, _ = days
+    root = lake.lakefs.lake_root(s3_lake("derived"))
+    copy = Path(shutil.copy(incremental, tmp_path / "w.duckdb"))
+    con = duckdb.connect(str(copy))
+    try:
+        runs = con.execute(
+            f"select env, run_id from {warehouse.LOADED} where run_id < '20260201'"
+        ).fetchall()
+        made = derived.export(
+            con, root, "", derived.NO_DAY, "20260131", runs, "digest", SCHEMA_VERSION
+        )
+        want = {m: con.execute(f"select count(*) from marts.{m} where run_id < '20260201'")
+                .fetchone()[0] for m in ("figures", "runs", "steps")}  # fmt: skip
+        for mart in derived.mart_tables(con):
+            con.execute(f"delete from marts.{mart}")
+        assert derived.checkpoints(root) == [made]
+        assert derived.chain(root, set(runs), "digest", SCHEMA_VERSION) == [made]
+        derived.load(con, root, [made])
+        got = {m: con.execute(f"select count(*) from marts.{m}").fetchone()[0] for m in want}
+    finally:
+        con.close()
+    assert got == want and want["figures"] > 0

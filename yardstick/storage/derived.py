@@ -261,26 +261,28 @@ def load(con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath, found: list[
     rows = 0
     try:
         for mart in mart_tables(con):
-            files = _files(lake_dir, mart)
+            # Oldest period first (the partition folders sort by month), each period's rows
+            # as they were appended: the marts stay in time order (zone maps) with no sort.
+            files = sorted(_files(lake_dir, mart))
             if not files:
                 continue
             listing = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
-            source = (
-                f"select t.* exclude (checkpoint), c.chain_position from read_parquet("
-                f"{listing}, union_by_name = true, hive_partitioning = false) as t "
-                "join chain_positions as c using (checkpoint)"
-            )
+            scan = f"read_parquet({listing}, union_by_name = true, hive_partitioning = false) as t"
             if mart in STATE_MARTS:
                 # A key's rows are those of the latest checkpoint that touched it.
                 keys = ", ".join(STATE_MARTS[mart][0])
                 latest = f"max(c.chain_position) over (partition by {keys})"
-                source += f" qualify c.chain_position = {latest}"
+                source = (
+                    f"select t.* exclude (checkpoint) from {scan} "
+                    f"join chain_positions as c using (checkpoint) "
+                    f"qualify c.chain_position = {latest}"
+                )
             else:
-                source += " order by c.chain_position"
-            count = con.execute(
-                f"insert into marts.{mart} by name "
-                f"select * exclude (chain_position) from ({source})"
-            ).fetchone()
+                source = (
+                    f"select t.* exclude (checkpoint) from {scan} "
+                    f"where t.checkpoint in ({_quoted(c.checkpoint for c in found)})"
+                )
+            count = con.execute(f"insert into marts.{mart} by name {source}").fetchone()
             rows += count[0] if count else 0
     finally:
         con.unregister("chain_positions")
@@ -353,7 +355,11 @@ def compact(lake_dir: lakefs.LakePath, vacuum_hours: int | None = None) -> tuple
     return files_in, files_out, deleted
 
 
+def _quoted(values) -> str:
+    """SQL string literals, comma-separated."""
+    return ", ".join("'" + v.replace("'", "''") + "'" for v in sorted(values))
+
+
 def _in(column: str, values: set[str]) -> str:
     """A Delta predicate: the column is one of the values."""
-    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in sorted(values))
-    return f"{column} in ({quoted})"
+    return f"{column} in ({_quoted(values)})"
