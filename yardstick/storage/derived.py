@@ -128,29 +128,23 @@ def _write(lake_dir: lakefs.LakePath, name: str, data: pa.Table) -> None:
     uri = lake.table_uri(lake_dir, _table(name))
     partition = ["period"] if "period" in data.column_names else None
     with lakefs.storage_errors("commit", root):
-        try:
-            write_deltalake(
-                uri,
-                data,
-                mode="append",
-                partition_by=partition,
-                schema_mode="merge",
-                configuration=lake.TABLE_CONFIG,
-                storage_options=options,
-            )
-        except Exception as exc:
-            if "schema" not in str(exc).lower() and "cast" not in str(exc).lower():
-                raise
-            log.warning("derived table %s: schema changed, its earlier rows are replaced", name)
-            write_deltalake(
-                uri,
-                data,
-                mode="overwrite",
-                partition_by=partition,
-                schema_mode="overwrite",
-                configuration=lake.TABLE_CONFIG,
-                storage_options=options,
-            )
+        for mode in ("append", "overwrite"):
+            try:
+                write_deltalake(
+                    uri,
+                    data,
+                    mode=mode,
+                    partition_by=partition,
+                    schema_mode="merge" if mode == "append" else "overwrite",
+                    configuration=lake.TABLE_CONFIG,
+                    storage_options=options,
+                )
+                return
+            except Exception as exc:
+                text = str(exc).lower()
+                if mode == "overwrite" or ("schema" not in text and "cast" not in text):
+                    raise
+                log.warning("derived table %s: schema changed, its rows are replaced", name)
 
 
 def export(
