@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -33,7 +34,13 @@ import pyarrow as pa
 
 from yardstick import interrupt
 from yardstick.storage import dbt, derived, lake, lakefs, plan
-from yardstick.storage.schemas import DETAIL_TABLES, SCHEMA_VERSION, TABLES, file_schema
+from yardstick.storage.schemas import (
+    DETAIL_TABLES,
+    LATE_TABLES,
+    SCHEMA_VERSION,
+    TABLES,
+    file_schema,
+)
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +120,10 @@ class Survey:
     # never comes (a killed run) is only ever listed, never loaded.
     others: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)  # table -> Delta version read
+    fresh: set[str] = field(default_factory=set)  # paths of the files not seen before
+    # An update's first batch also loads the rows of LATE_TABLES, in fresh files, of runs
+    # loaded before that started on or after this day (YYYYMMDD; see _load_batch).
+    late_since: str | None = None
 
 
 def _survey(
@@ -125,6 +136,7 @@ def _survey(
     candidates: set[tuple[str, str]] = set()
     others: dict[tuple[str, str], set[str]] = {}
     seen: dict[str, int] = {}
+    fresh: set[str] = set()
     # The runs table first, so that the other tables' runs already known complete are not
     # listed again as possibly unfinished.
     for table in sorted(TABLES, key=lambda t: t != lake.COMPLETES_A_RUN):
@@ -137,6 +149,7 @@ def _survey(
             if path in known:
                 ranges[path] = (*known[path], f)
                 continue
+            fresh.add(path)
             if f.min_run and f.min_run == f.max_run:
                 # One run's file (every landing, every detail file): its statistics say
                 # which run; only files merged by a compaction are opened.
@@ -150,7 +163,7 @@ def _survey(
                 for run in runs:
                     if (f.env, run) not in candidates:
                         others.setdefault((f.env, run), set()).add(table)
-    return Survey(ranges, candidates, others, seen)
+    return Survey(ranges, candidates, others, seen, fresh)
 
 
 def _save_survey(con: duckdb.DuckDBPyConnection, survey: Survey, pending: set) -> None:
@@ -292,11 +305,14 @@ def _load_batch(
     lake_dir: lakefs.LakePath,
     survey: Survey,
     batch: set[tuple[str, str]],
+    late_since: str | None = None,
 ) -> int:
     """Create raw.raw_<table> with the rows of the batch's runs, and raw.batch_runs; return the
     number of files read. Detail tables (per key, per bucket) of a local lake are views over
     the batch's files: the models aggregate them where they lie and the warehouse never holds
-    a copy."""
+    a copy. With `late_since`, the rows of LATE_TABLES in files not seen before also come for
+    runs loaded earlier that started no earlier than it (a run's late phases: their model
+    replaces a row loaded again by its key)."""
     con.register("batch_rows", _runs_table(batch))
     con.execute(f"create or replace table {BATCH} as select env, run_id from batch_rows")
     con.unregister("batch_rows")
@@ -316,6 +332,12 @@ def _load_batch(
         lakefs.register(con)
     read = 0
     for table in TABLES:
+        late = late_since is not None and table in LATE_TABLES
+        if late:
+            for _lo, hi, f in survey.ranges.values():
+                if f.table == table and str(f.path) in survey.fresh and hi >= late_since:
+                    if f not in by_table.setdefault(table, []):
+                        by_table[table].append(f)
         # Oldest runs first, as they landed: the rows enter raw_<table> in time order.
         chosen = sorted(by_table.get(table, []), key=lambda f: (f.min_run, str(f.path)))
         read += len(chosen)
@@ -345,6 +367,10 @@ def _load_batch(
         # Files written under an older schema lack newer columns: by-name insert leaves them
         # null. Compacted files hold runs already loaded: the range skips their older row
         # groups (they are sorted by run id), the semi join keeps exactly the batch.
+        runs, low = BATCH, lowest
+        if late:
+            runs = f"(from {BATCH} union all select env, run_id from {LOADED} where run_id >= ?)"
+            low = min(lowest or late_since, late_since)
         con.execute(
             f"insert into raw.raw_{table} by name "
             f"select t.* exclude (filename), p.file_env as env, "
@@ -352,9 +378,9 @@ def _load_batch(
             f"from read_parquet({listing}, filename = true, union_by_name = true, "
             f"hive_partitioning = false) as t "
             f"join lake_paths as p on p.filename = t.filename "
-            f"semi join {BATCH} as b on b.env = p.file_env and b.run_id = t.run_id "
+            f"semi join {runs} as b on b.env = p.file_env and b.run_id = t.run_id "
             f"where t.run_id between ? and ?",
-            [lowest, highest],
+            ([late_since] if late else []) + [low, highest],
         )
         con.unregister("lake_paths")
     return read
@@ -557,6 +583,14 @@ def _update(
     batch = _wanted(new, until_run_id)
     held = new - batch
     if not batch:
+        # Late rows of loaded runs wait for the next update that loads runs: their files
+        # stay unseen until then.
+        waiting = {
+            path
+            for path, (_, _, f) in survey.ranges.items()
+            if path in survey.fresh and f.table in LATE_TABLES
+        }
+        survey.ranges = {p: r for p, r in survey.ranges.items() if p not in waiting}
         con = _connect(warehouse_path)
         try:
             con.execute("begin")
@@ -583,6 +617,10 @@ def _update(
     done: list[_Applied] = []
     for index, part in enumerate(parts):
         _checkpoint_if_closed(warehouse_path, lake_dir, _first_day(part))
+        # The first part also brings the late rows (the tool's warehouse and rendering
+        # phases) of the runs the previous updates loaded: two days back covers a nightly
+        # run's, landed after its own update.
+        survey.late_since = _days_before(_first_day(part), 2) if index == 0 else None
         later = held.union(*parts[index + 1 :])
 
         def remember(con: duckdb.DuckDBPyConnection, later: set = later) -> None:
@@ -639,6 +677,11 @@ class _Applied:
             [node for p in parts for node in p.nodes],
             "; ".join(dict.fromkeys(p.parse_mode for p in parts)),
         )
+
+
+def _days_before(day: str, days: int) -> str:
+    """The day (YYYYMMDD) `days` before `day`."""
+    return (datetime.strptime(day, "%Y%m%d") - timedelta(days=days)).strftime("%Y%m%d")
 
 
 def _first_day(runs: set[tuple[str, str]]) -> str:
@@ -699,7 +742,7 @@ def _load(
 ) -> int:
     """The batch into raw.*, and what the update keeps of the lake (`remember`); files read."""
     _set_meta(con, lake=str(lake_dir))
-    read = _load_batch(con, lake_dir, survey, batch)
+    read = _load_batch(con, lake_dir, survey, batch, survey.late_since)
     if remember is not None:
         remember(con)
     return read
