@@ -1,6 +1,7 @@
 """bench/self_cost.py once, in a subprocess: a real `yardstick run --profile quick` on the
 embedded default (its direct environment only), its JSON holding P2, the tool's CPU by phase
-and its share of the machine. Structure only: no time or ratio is asserted, the figures belong to the bench."""
+and its share of the machine. Structure only: no time or ratio is asserted, the figures belong
+to the bench."""
 
 from __future__ import annotations
 
