@@ -6,34 +6,25 @@ make a rebuild derive again what they touch, and a killed rebuild resumes where 
 from __future__ import annotations
 
 import shutil
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pytest
+import test_golden_figures as golden
 from deltalake import DeltaTable
-from test_warehouse_incremental import (
-    COLLECT_FAMILIES,
-    NIGHT_FAMILIES,
-    _measure,
-    _night_profile,
-    _same,
-    _tables,
-    _traffic,
-)
+from test_warehouse_incremental import _same, _tables
 
-from yardstick.flows.collect import collect_profile
-from yardstick.settings.config import Environment
 from yardstick.storage import dbt, derived, lake, warehouse
 from yardstick.storage.schemas import SCHEMA_VERSION
 
-pytestmark = [pytest.mark.server_agnostic, pytest.mark.e2e]
+# Synthetic runs (the golden lake's): what is tested is the warehouse, not a measurement.
+pytestmark = [pytest.mark.server_agnostic]
 
-# Three days across a month's end: day 1 and 2 close (January), day 3 stays open.
-FIRST_DAY = datetime(2026, 1, 30, 10, tzinfo=UTC)
-DAYS = 3
-RUNS_PER_DAY = 4  # a collection and a night, of two environments
+NIGHTS = 3  # of the golden lake (nights and collections of two environments, a day apart)
+FIRST_DAY = golden.FIRST_NIGHT
+DAY = [f"{FIRST_DAY + timedelta(days=n):%Y%m%d}" for n in range(NIGHTS)]
 
 
 def _day(run_id: str) -> int:
@@ -42,31 +33,27 @@ def _day(run_id: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def days(prefect_server, tmp_path_factory):
-    """Three days of runs landed a day at a time, the warehouse updated after each (as the
-    nightly flow does); yields (lake, incremental warehouse, lake without derived tables)."""
-    from yardstick.host.embedded import RedisProcess
-
+def days(tmp_path_factory):
+    """Three days of the golden lake, the warehouse updated after each (as the nightly flow
+    does, holding later runs back); yields (lake, incremental warehouse, lake without derived
+    tables, complete runs per day)."""
     root = tmp_path_factory.mktemp("days")
     lake_dir, incremental = root / "lake", root / "incremental.duckdb"
-    night, collect = _night_profile(), collect_profile()
-    with RedisProcess() as a, RedisProcess() as b:
-        envs = [
-            Environment(name="alpha", url=a.url, mode="scratch"),
-            Environment(name="beta", url=b.url, mode="read-only"),
-        ]
-        for day in range(DAYS):
-            at = FIRST_DAY + timedelta(days=day)
-            for step, families in enumerate((COLLECT_FAMILIES, NIGHT_FAMILIES)):
-                for i, (env, server) in enumerate(zip(envs, (a, b), strict=True)):
-                    _traffic(server.url, slow=day + step)
-                    run_id = lake.new_run_id(at + timedelta(minutes=step, seconds=i))
-                    profile = night if families is NIGHT_FAMILIES else collect
-                    _measure(lake_dir, env, families, run_id, profile)
-            warehouse.update(lake_dir, incremental)
+    saved = golden.NIGHTS, golden.RECORDED_FROM
+    golden.NIGHTS, golden.RECORDED_FROM = NIGHTS, NIGHTS - 2
+    try:
+        golden._land_lake(lake_dir)
+    finally:
+        golden.NIGHTS, golden.RECORDED_FROM = saved
+    per_day = [0] * NIGHTS
+    for _, run in lake.complete_runs(lake_dir):
+        per_day[_day(run)] += 1
+    runs = sorted(run for _, run in lake.complete_runs(lake_dir))
+    for day in range(NIGHTS):
+        warehouse.update(lake_dir, incremental, until_run_id=max(r for r in runs if _day(r) == day))
     raw = Path(shutil.copytree(lake_dir, root / "raw-lake"))
     shutil.rmtree(raw / derived.ROOT)
-    return lake_dir, incremental, raw
+    return lake_dir, incremental, raw, per_day
 
 
 def _complete(lake_dir: Path) -> set[tuple[str, str]]:
@@ -90,15 +77,15 @@ def _assert_same_marts(got_path: Path, want_path: Path) -> None:
 
 
 def test_closed_days_are_kept_and_a_rebuild_imports_them(days, tmp_path):
-    lake_dir, incremental, raw = days
+    lake_dir, incremental, raw, per_day = days
     found = _chain(lake_dir)
     # Each nightly update kept the day it closed: day 1, then day 2; day 3 is open.
-    assert [cp.through_day for cp in found] == ["20260130", "20260131"]
-    assert [cp.runs for cp in found] == [RUNS_PER_DAY, RUNS_PER_DAY]
+    assert [cp.through_day for cp in found] == DAY[:2]
+    assert [cp.runs for cp in found] == per_day[:2]
     # Readable by any Delta reader, partitioned by period.
     figures = DeltaTable(str(lake_dir / derived.ROOT / "figures")).to_pyarrow_table()
     assert figures.num_rows > 0
-    assert set(figures.column("period").to_pylist()) == {"2026-01"}
+    assert set(figures.column("period").to_pylist()) == {f"{FIRST_DAY:%Y-%m}"}
     assert {_day(r) for r in figures.column("run_id").to_pylist()} == {0, 1}
 
     # The nightly compaction merges each derived table's files; the chain is unchanged.
@@ -110,7 +97,7 @@ def test_closed_days_are_kept_and_a_rebuild_imports_them(days, tmp_path):
     # A rebuild imports the two closed days, derives the open one, and equals both the
     # incremental warehouse and a rebuild from the raw rows alone.
     imported = warehouse.update(lake_dir, tmp_path / "imported.duckdb", full=True)
-    assert imported.from_derived == 2 * RUNS_PER_DAY, imported
+    assert imported.from_derived == sum(per_day[:2]), imported
     from_raw = warehouse.update(raw, tmp_path / "from_lake.duckdb", full=True)
     assert from_raw.from_derived == 0
     _assert_same_marts(incremental, tmp_path / "from_lake.duckdb")
@@ -118,11 +105,11 @@ def test_closed_days_are_kept_and_a_rebuild_imports_them(days, tmp_path):
 
 
 def test_a_late_run_makes_its_day_and_the_later_ones_derived_again(days, tmp_path):
-    lake_dir, incremental, _ = days
+    lake_dir, incremental, _, per_day = days
     lake_copy = Path(shutil.copytree(lake_dir, tmp_path / "lake"))
     warehouse_copy = Path(shutil.copy(incremental, tmp_path / "w.duckdb"))
     # A site's run of day 2 arrives after day 3 was loaded.
-    late = lake.new_run_id(FIRST_DAY + timedelta(days=1, hours=3))
+    late = lake.new_run_id(FIRST_DAY + timedelta(days=1, hours=20))
     ran = lake.read(lake_dir, "runs", envs=["alpha"]).column("run_id").to_pylist()
     model = min(run for run in ran if _day(run) == 1)  # its rows, under the late run's id
     for table in ("steps", "runs"):
@@ -131,18 +118,18 @@ def test_a_late_run_makes_its_day_and_the_later_ones_derived_again(days, tmp_pat
         data = data.drop_columns(["run_id", "schema_version", "env", "period"])
         lake.write(lake_copy, table, "alpha", late, data)
     # Day 1 still holds; day 2 no longer does.
-    assert [cp.through_day for cp in _chain(lake_copy)] == ["20260130"]
+    assert [cp.through_day for cp in _chain(lake_copy)] == DAY[:1]
     result = warehouse.update(lake_copy, warehouse_copy)
     assert result.mode == "full" and "arrived after" in result.reason
-    assert result.from_derived == RUNS_PER_DAY
+    assert result.from_derived == per_day[0]
     # The rebuild kept day 2 again, late run included.
     again = _chain(lake_copy)
-    assert [cp.through_day for cp in again] == ["20260130", "20260131"]
-    assert again[1].runs == RUNS_PER_DAY + 1
+    assert [cp.through_day for cp in again] == DAY[:2]
+    assert again[1].runs == per_day[1] + 1
 
 
 def test_changed_models_derive_again_and_a_killed_rebuild_resumes(days, tmp_path, monkeypatch):
-    lake_dir, incremental, _ = days
+    lake_dir, incremental, _, per_day = days
     lake_copy = Path(shutil.copytree(lake_dir, tmp_path / "lake"))
     path = tmp_path / "w.duckdb"
     monkeypatch.setattr(dbt, "models_digest", lambda: "changed-models")
@@ -161,11 +148,11 @@ def test_changed_models_derive_again_and_a_killed_rebuild_resumes(days, tmp_path
         warehouse.update(lake_copy, path, full=True)
     assert not path.exists()
     # What it derived before the kill was kept: the next rebuild starts from there.
-    assert [cp.through_day for cp in _chain(lake_copy)] == ["20260131"]
+    assert [cp.through_day for cp in _chain(lake_copy)] == DAY[1:2]
     monkeypatch.undo()
     monkeypatch.setattr(dbt, "models_digest", lambda: "changed-models")
     resumed = warehouse.update(lake_copy, path, full=True)
-    assert resumed.from_derived == 2 * RUNS_PER_DAY
+    assert resumed.from_derived == sum(per_day[:2])
     _assert_same_marts(path, incremental)
     # The next nightly compaction drops the first models' rows: one chain's rows remain.
     derived.compact(lake.lakefs.lake_root(lake_copy), vacuum_hours=0)
@@ -174,7 +161,7 @@ def test_changed_models_derive_again_and_a_killed_rebuild_resumes(days, tmp_path
 
 
 def test_an_export_killed_before_its_manifest_is_ignored(days, tmp_path, monkeypatch):
-    lake_dir, incremental, _ = days
+    lake_dir, incremental, _, _ = days
     lake_copy = Path(shutil.copytree(lake_dir, tmp_path / "lake"))
     root = lake.lakefs.lake_root(lake_copy)
     real_write = derived._write
@@ -188,7 +175,7 @@ def test_an_export_killed_before_its_manifest_is_ignored(days, tmp_path, monkeyp
     with pytest.raises(OSError):
         con = duckdb.connect(str(incremental), read_only=True)
         try:
-            derived.export(con, root, "", derived.NO_DAY, "20260131", [], "x", SCHEMA_VERSION)
+            derived.export(con, root, "", derived.NO_DAY, DAY[1], [], "x", SCHEMA_VERSION)
         finally:
             con.close()
     # Its rows landed, no manifest names them: the chain is what it was.
@@ -197,18 +184,16 @@ def test_an_export_killed_before_its_manifest_is_ignored(days, tmp_path, monkeyp
 
 def test_an_s3_lake_keeps_and_gives_back_derived_days(days, s3_lake, tmp_path):
     """The derived tables on S3 (moto's real S3 API): exported, listed and imported alike."""
-    _, incremental, _ = days
+    _, incremental, _, _ = days
     root = lake.lakefs.lake_root(s3_lake("derived"))
     copy = Path(shutil.copy(incremental, tmp_path / "w.duckdb"))
     con = duckdb.connect(str(copy))
     try:
         runs = con.execute(
-            f"select env, run_id from {warehouse.LOADED} where run_id < '20260201'"
+            f"select env, run_id from {warehouse.LOADED} where run_id < '{DAY[2]}'"
         ).fetchall()
-        made = derived.export(
-            con, root, "", derived.NO_DAY, "20260131", runs, "digest", SCHEMA_VERSION
-        )
-        want = {m: con.execute(f"select count(*) from marts.{m} where run_id < '20260201'")
+        made = derived.export(con, root, "", derived.NO_DAY, DAY[1], runs, "digest", SCHEMA_VERSION)
+        want = {m: con.execute(f"select count(*) from marts.{m} where run_id < '{DAY[2]}'")
                 .fetchone()[0] for m in ("figures", "runs", "steps")}  # fmt: skip
         for mart in derived.mart_tables(con):
             con.execute(f"delete from marts.{mart}")
