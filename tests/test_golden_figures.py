@@ -80,6 +80,17 @@ ENVIRONMENTS = {
 }
 
 
+def land_nights(lake_dir: Path, nights: int) -> None:
+    """The fixed lake cut to its first `nights` nights, the last two landing every family."""
+    global NIGHTS, RECORDED_FROM
+    saved = NIGHTS, RECORDED_FROM
+    NIGHTS, RECORDED_FROM = nights, nights - 2
+    try:
+        _land_lake(lake_dir)
+    finally:
+        NIGHTS, RECORDED_FROM = saved
+
+
 def _land_lake(lake_dir: Path) -> None:
     """The fixed lake (see the module's docstring)."""
     rng = random.Random(20250601)

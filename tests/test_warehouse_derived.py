@@ -39,12 +39,7 @@ def days(tmp_path_factory):
     tables, complete runs per day)."""
     root = tmp_path_factory.mktemp("days")
     lake_dir, incremental = root / "lake", root / "incremental.duckdb"
-    saved = golden.NIGHTS, golden.RECORDED_FROM
-    golden.NIGHTS, golden.RECORDED_FROM = NIGHTS, NIGHTS - 2
-    try:
-        golden._land_lake(lake_dir)
-    finally:
-        golden.NIGHTS, golden.RECORDED_FROM = saved
+    golden.land_nights(lake_dir, NIGHTS)
     per_day = [0] * NIGHTS
     for _, run in lake.complete_runs(lake_dir):
         per_day[_day(run)] += 1

@@ -69,12 +69,7 @@ def resumable(tmp_path_factory):
     dbt plan recorded), and a full rebuild of the whole lake: (lake, warehouse, rebuilt)."""
     root = tmp_path_factory.mktemp("resume")
     lake_dir = root / "lake"
-    saved = golden.NIGHTS, golden.RECORDED_FROM
-    golden.NIGHTS, golden.RECORDED_FROM = NIGHTS, NIGHTS - 2
-    try:
-        golden._land_lake(lake_dir)
-    finally:
-        golden.NIGHTS, golden.RECORDED_FROM = saved
+    golden.land_nights(lake_dir, NIGHTS)
     runs = sorted(run for _, run in lake.complete_runs(lake_dir))
     # The night before the last two, and everything before it.
     until = max(r for r in runs if r < _night(NIGHTS - 2))
