@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 import test_golden_figures as golden
 from deltalake import DeltaTable
-from test_warehouse_incremental import _same, _tables
+from test_warehouse_incremental import _tables, assert_same_marts
 
 from yardstick.storage import dbt, derived, lake, warehouse
 from yardstick.storage.schemas import SCHEMA_VERSION
@@ -62,15 +62,6 @@ def _chain(lake_dir: Path) -> list[derived.Checkpoint]:
     )
 
 
-def _assert_same_marts(got_path: Path, want_path: Path) -> None:
-    got, want = _tables(got_path), _tables(want_path)
-    assert set(got) == set(want)
-    for name in sorted(want):
-        assert len(got[name]) == len(want[name]), name
-        for mine, theirs in zip(got[name], want[name], strict=True):
-            assert _same(mine, theirs), (name, mine, theirs)
-
-
 def test_closed_days_are_kept_and_a_rebuild_imports_them(days, tmp_path):
     lake_dir, incremental, raw, per_day = days
     found = _chain(lake_dir)
@@ -95,8 +86,8 @@ def test_closed_days_are_kept_and_a_rebuild_imports_them(days, tmp_path):
     assert imported.from_derived == sum(per_day[:2]), imported
     from_raw = warehouse.update(raw, tmp_path / "from_lake.duckdb", full=True)
     assert from_raw.from_derived == 0
-    _assert_same_marts(incremental, tmp_path / "from_lake.duckdb")
-    _assert_same_marts(tmp_path / "imported.duckdb", tmp_path / "from_lake.duckdb")
+    assert_same_marts(_tables(incremental), _tables(tmp_path / "from_lake.duckdb"))
+    assert_same_marts(_tables(tmp_path / "imported.duckdb"), _tables(tmp_path / "from_lake.duckdb"))
 
 
 def test_a_late_run_makes_its_day_and_the_later_ones_derived_again(days, tmp_path):
@@ -148,7 +139,7 @@ def test_changed_models_derive_again_and_a_killed_rebuild_resumes(days, tmp_path
     monkeypatch.setattr(dbt, "models_digest", lambda: "changed-models")
     resumed = warehouse.update(lake_copy, path, full=True)
     assert resumed.from_derived == sum(per_day[:2])
-    _assert_same_marts(path, incremental)
+    assert_same_marts(_tables(path), _tables(incremental))
     # The next nightly compaction drops the first models' rows: one chain's rows remain.
     derived.compact(lake.lakefs.lake_root(lake_copy), vacuum_hours=0)
     ids = DeltaTable(str(lake_copy / derived.ROOT / "figures")).to_pyarrow_table()

@@ -127,6 +127,15 @@ def _same(a, b) -> bool:
     return a == b
 
 
+def assert_same_marts(got: dict[str, list[tuple]], want: dict[str, list[tuple]]) -> None:
+    """Two warehouses' marts (from _tables) hold the same rows, floats within REL_TOL."""
+    assert set(got) == set(want)
+    for name in sorted(want):
+        assert len(got[name]) == len(want[name]), name
+        for mine, theirs in zip(got[name], want[name], strict=True):
+            assert _same(mine, theirs), (name, mine, theirs)
+
+
 def test_incremental_updates_equal_a_full_rebuild(history, rebuilt, tmp_path):
     incremental = tmp_path / "incremental.duckdb"
     results = [warehouse.update(copy, incremental) for copy in history]
@@ -138,12 +147,8 @@ def test_incremental_updates_equal_a_full_rebuild(history, rebuilt, tmp_path):
     # Nothing new: nothing to do.
     assert warehouse.update(history[-1], incremental).mode == "up-to-date"
     got, want = _tables(incremental), _tables(rebuilt)
-    assert set(got) == set(want)
     assert {"figures", "figure_trends", "changes", "measures"} <= set(want)
-    for name in sorted(want):
-        assert len(got[name]) == len(want[name]), name
-        for mine, theirs in zip(got[name], want[name], strict=True):
-            assert _same(mine, theirs), (name, mine, theirs)
+    assert_same_marts(got, want)
     # The history is really there: every night of both environments has figures.
     con = open_warehouse(incremental)
     nights = con.execute("select env, count(distinct run_id) from figures group by env").fetchall()
@@ -338,12 +343,7 @@ def test_a_rebuild_in_monthly_batches_equals_one_batch(history, rebuilt, tmp_pat
     monkeypatch.setattr(warehouse, "REBUILD_BATCH_RUNS", 5)
     result = warehouse.update(history[-1], tmp_path / "batched.duckdb", full=True)
     assert result.mode == "full" and result.batches >= 3
-    got, want = _tables(result.path), _tables(rebuilt)
-    assert set(got) == set(want)
-    for name in sorted(want):
-        assert len(got[name]) == len(want[name]), name
-        for mine, theirs in zip(got[name], want[name], strict=True):
-            assert _same(mine, theirs), (name, mine, theirs)
+    assert_same_marts(_tables(result.path), _tables(rebuilt))
     assert _files(tmp_path) == ["batched.duckdb"]  # the building folder is gone
 
 

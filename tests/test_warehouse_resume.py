@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 import test_golden_figures as golden
-from test_warehouse_incremental import _same, _tables
+from test_warehouse_incremental import _tables, assert_same_marts
 
 from yardstick.storage import lake, warehouse
 
@@ -127,10 +127,5 @@ def test_an_update_killed_at_any_point_resumes(resumable, tmp_path, point):
     assert result.mode == "incremental", result.reason
     assert result.runs_added == len(lake.complete_runs(lake_dir)) - before
     assert not warehouse.building_path(target).parent.exists()  # a killed copy is removed
-    got, want = _tables(target), _tables(rebuilt)
-    assert set(got) == set(want)
-    for name in sorted(want):
-        assert len(got[name]) == len(want[name]), name
-        for mine, theirs in zip(got[name], want[name], strict=True):
-            assert _same(mine, theirs), (name, mine, theirs)
+    assert_same_marts(_tables(target), _tables(rebuilt))
     assert warehouse.update(lake_dir, target).mode == "up-to-date"
