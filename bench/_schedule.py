@@ -55,7 +55,7 @@ COMMANDS = (
 ).split()
 WINDOWS = 5
 PING_WINDOW_S = 5.0
-BUCKET_GROWTH = 1.02  # the probe's histogram: 2 % buckets (tasks/roundtrip.py)
+BUCKET_GROWTH = 1.02  # the probe's histogram: 2 % buckets (yardstick/tasks/round_trip.py)
 SLOWLOG_MAX_LEN = 128
 SLOWLOG_NEW_MAX = 5  # 0..5 new application entries between two collections
 # Application commands that reach the SLOWLOG: (command, redacted args, client name).

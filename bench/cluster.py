@@ -82,7 +82,7 @@ def _measure_flow():
     """A flow around nightly's measure-environment task: one environment, no warehouse."""
     from prefect import flow
 
-    from yardstick.flows.nightly import measure_environment
+    from yardstick.flows.measure import measure_environment
     from yardstick.settings.profiles import get_profile
     from yardstick.storage import lake
 

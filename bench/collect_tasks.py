@@ -2,7 +2,7 @@
 `measure-environment` task and each family a nested task (4 task runs per environment).
 
 Kept for the benches only (bench/prefect_db.py, bench/collect_wall.py), to compare both
-paths in one run; the deployed flow is flows/collect.py. It imports the nightly module, as
+paths in one run; the deployed flow is yardstick/flows/collect.py. It imports the nightly module, as
 the old flow did, so its import time is the old one too.
 """
 
@@ -15,7 +15,7 @@ from prefect.states import Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from yardstick.flows.collect import COLLECT_FAMILIES, CollectSummary, collect_profile
-from yardstick.flows.nightly import measure_environments
+from yardstick.flows.measure import measure_environments
 from yardstick.flows.targets import environments
 from yardstick.storage import lake
 

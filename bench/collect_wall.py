@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 PREFECT = Path(sys.executable).parent / "prefect"
 POOL = "yardstick-bench"
 ENTRYPOINTS = {
-    "new": ("flows/collect.py:collect", "yardstick.flows.collect"),
+    "new": ("yardstick/flows/collect.py:collect", "yardstick.flows.collect"),
     "old": ("bench/collect_tasks.py:collect_with_tasks", "collect_tasks"),
 }
 TIME_MARK = "YARDSTICK_TIME"

@@ -82,7 +82,7 @@ def templates(keys: int) -> tuple[dict[str, pa.Table], dict[str, pa.Table]]:
     from yardstick.tasks.fingerprint import fingerprint
     from yardstick.tasks.keyspace import keyspace
     from yardstick.tasks.latency_monitor import collect_latency
-    from yardstick.tasks.roundtrip import round_trip
+    from yardstick.tasks.round_trip import round_trip
     from yardstick.tasks.slowlog import collect_slowlog
 
     quick = get_profile("quick")

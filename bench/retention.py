@@ -327,7 +327,7 @@ def night_tables(index: int, shape: Shape, day: date) -> dict:
 
 def land_day(lake_dir: str, days: list[dict]) -> tuple[int, int]:
     """Land the environments' day as the flows do: each collection of every environment as one
-    commit per table (lake.batch, as flows/collect.py), the nightly run environment by
+    commit per table (lake.batch, as yardstick/flows/collect.py), the nightly run environment by
     environment, table by table; (tables landed, commits)."""
     run_ids = sorted({run for d in days for run in d["runs"]})
     landed = commits = 0

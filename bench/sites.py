@@ -52,7 +52,7 @@ SITES = ("east", "west")
 ENVS_PER_SITE = 2
 DEFAULT_FAMILIES = "fingerprint,round_trip,counters,slowlog"
 TARGET_RATIO = 1.2
-# The nightly flow's tasks after measuring, by their names in flows/nightly.py.
+# The nightly flow's tasks after measuring, by their names in yardstick/flows/nightly.py.
 AFTER_MEASURING = (
     "compact_lake",
     "update_warehouse",
@@ -66,7 +66,7 @@ IMPORT_PROBES = (
     ("python -c pass", "pass"),
     ("+ import prefect.flow_engine", "import prefect.flow_engine"),
     (
-        "+ flows/sites.py and flows/nightly.py",
+        "+ yardstick/flows/sites.py and yardstick/flows/nightly.py",
         "import prefect.flow_engine, yardstick.flows.sites, yardstick.flows.nightly",
     ),
 )
@@ -336,7 +336,7 @@ class Hub:
         load = os.getloadavg()
         from yardstick.flows.outcome import summary_of
 
-        # A failed run's summary travels inside its state's exception (flows/outcome.py).
+        # A failed run's summary travels inside its state's exception (yardstick/flows/outcome.py).
         summary = summary_of(state.result(raise_on_failure=False))
         if isinstance(summary, BaseException):
             raise RuntimeError(f"{variant} run crashed: {state.message}") from summary
@@ -699,7 +699,7 @@ def main() -> int:
         )
         with get_client(sync_client=True) as client:
             client.create_work_pool(WorkPoolCreate(name=SITE_POOL, type="process"), overwrite=True)
-            _deploy(client, SITE_DEPLOYMENT, "flows/sites.py:measure_site")
+            _deploy(client, SITE_DEPLOYMENT, "yardstick/flows/sites.py:measure_site")
             workers = [_start_worker(site, work / f"site-{site}", api_url) for site in SITES]
             _wait_for_workers(client, {f"worker-{site}" for site in SITES})
         hub = Hub([worker.pid for worker in workers])

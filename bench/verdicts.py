@@ -1,6 +1,6 @@
 """The nightly verdict's false alarms and misses, measured: synthetic series with known noise
 and known events, landed in the real lake format, judged by the real models (figure_trends,
-sql/macros/history.sql, the dbt vars of sql/dbt_project.yml) in a real warehouse build.
+sql/macros/history.sql, the dbt vars of yardstick/sql/dbt_project.yml) in a real warehouse build.
 
     .venv/bin/python bench/verdicts.py [--replicates 400] [--nights 40] [--seed 7]
         [--vars '{verdict_alpha: 0.002}' ...] [--root /work/bench-tmp] [--json out.json] [--keep]
@@ -76,7 +76,7 @@ def project_vars() -> dict:
     """The verdict's dbt vars in sql/dbt_project.yml: the defaults every pass starts from."""
     import yaml
 
-    project = Path(__file__).resolve().parents[1] / "sql" / "dbt_project.yml"
+    project = Path(__file__).resolve().parents[1] / "yardstick" / "sql" / "dbt_project.yml"
     every = yaml.safe_load(project.read_text()).get("vars") or {}
     return {name: value for name, value in every.items() if name.startswith("verdict_")}
 

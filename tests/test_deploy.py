@@ -118,7 +118,9 @@ def _read_deployment(env: dict[str, str], name: str) -> dict:
 def test_prefect_deploy_all_creates_nightly_deployment(tmp_path: Path) -> None:
     assert PREFECT.exists(), f"prefect CLI not found next to {sys.executable}"
     assert (REPO / "prefect.yaml").is_file()
-    assert (REPO / "flows" / "nightly.py").is_file(), "flows/nightly.py is missing"
+    assert (REPO / "yardstick" / "flows" / "nightly.py").is_file(), (
+        "yardstick/flows/nightly.py is missing"
+    )
 
     with _prefect_server(_prefect_env(tmp_path / "prefect-home")) as env:
         _deploy_and_inspect(env)
@@ -135,7 +137,7 @@ def _deploy_and_inspect(env: dict[str, str]) -> None:
     deployment = json.loads(inspect.stdout)
 
     assert deployment["name"] == "nightly"
-    assert deployment["entrypoint"] == "flows/nightly.py:nightly"
+    assert deployment["entrypoint"] == "yardstick/flows/nightly.py:nightly"
     assert deployment["work_pool_name"] == "yardstick"
     assert deployment["parameters"] == {
         "config_path": "environments.yaml",
@@ -159,7 +161,7 @@ def _deploy_and_inspect(env: dict[str, str]) -> None:
     by_client = _read_deployment(env, DEPLOYMENT)
     assert by_client == {k: v for k, v in deployment.items() if k in by_client}
     collect = _read_deployment(env, COLLECT_DEPLOYMENT)
-    assert collect["entrypoint"] == "flows/collect.py:collect"
+    assert collect["entrypoint"] == "yardstick/flows/collect.py:collect"
     assert collect["work_pool_name"] == "yardstick"
     assert collect["parameters"] == {"config_path": "environments.yaml"}
     collect_schedules = [s["schedule"] for s in collect["schedules"] if s["active"]]

@@ -21,7 +21,8 @@ from prefect.utilities.annotations import quote
 
 from yardstick import interrupt
 from yardstick.flows.landing import record_run, run_family
-from yardstick.flows.nightly import measure_environment, render, update_warehouse
+from yardstick.flows.measure import measure_environment
+from yardstick.flows.nightly import render, update_warehouse
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import PROFILES, Profile
 from yardstick.storage import lake

@@ -18,17 +18,17 @@ import yaml
 from yardstick.reports import charts, render
 
 REPO = Path(__file__).resolve().parents[1]
-CATALOG = REPO / "sql" / "seeds" / "figure_catalog.csv"
-CATALOG_DOC = REPO / "sql" / "seeds" / "figure_catalog.yml"
-DBT_PROJECT = REPO / "sql" / "dbt_project.yml"
+CATALOG = REPO / "yardstick" / "sql" / "seeds" / "figure_catalog.csv"
+CATALOG_DOC = REPO / "yardstick" / "sql" / "seeds" / "figure_catalog.yml"
+DBT_PROJECT = REPO / "yardstick" / "sql" / "dbt_project.yml"
 
 # Where figures are used, never defined.
 PYTHON_USERS = [
-    *sorted((REPO / "reports").glob("*.py")),
+    *sorted((REPO / "yardstick" / "reports").glob("*.py")),
     REPO / "yardstick" / "app" / "cli.py",
-    REPO / "flows" / "announce.py",
+    REPO / "yardstick" / "flows" / "announce.py",
 ]
-TEMPLATE_USERS = sorted((REPO / "reports" / "templates").rglob("*.j2"))
+TEMPLATE_USERS = sorted((REPO / "yardstick" / "reports" / "templates").rglob("*.j2"))
 
 # What a figure's name looks like (its unit or kind last); report columns of the same shape
 # (`p50_us`, `during_mean_us`) are not names of figures, so only the places a figure is
@@ -51,7 +51,7 @@ def _names() -> set[str]:
 
 
 def _column_types() -> dict[str, str]:
-    """The seed's columns as dbt types them (sql/dbt_project.yml)."""
+    """The seed's columns as dbt types them (yardstick/sql/dbt_project.yml)."""
     project = yaml.safe_load(DBT_PROJECT.read_text())
     return project["seeds"]["yardstick"]["figure_catalog"]["+column_types"]
 
@@ -70,7 +70,7 @@ def _catalog_connection() -> duckdb.DuckDBPyConnection:
 def _warehouse_columns() -> set[str]:
     """Names of the warehouse's columns (`... as name` in the models, and the columns their
     *.yml document): a row's `change_share` is a column, not a figure."""
-    models = REPO / "sql" / "models"
+    models = REPO / "yardstick" / "sql" / "models"
     columns = set()
     for sql in models.rglob("*.sql"):
         columns |= set(re.findall(r"\bas\s+([a-z][a-z0-9_]*)", sql.read_text(), re.IGNORECASE))
@@ -205,19 +205,19 @@ def test_the_search_for_names_finds_the_figures_users_name():
         )
         for p in PYTHON_USERS + TEMPLATE_USERS
     }
-    assert {"rtt_client_p50_us", "rtt_client_p99_us"} <= found["reports/charts.py"]
+    assert {"rtt_client_p50_us", "rtt_client_p99_us"} <= found["yardstick/reports/charts.py"]
     assert "rtt_client_p99_us" in found["yardstick/app/cli.py"]
     assert {
         "rtt_client_p50_us",
         "server_ping_usec_per_call",
         "client_over_server_ping",
-    } <= found["reports/templates/index.md.j2"]
+    } <= found["yardstick/reports/templates/index.md.j2"]
     assert {"transport_rps_ratio", "transport_rps_lost_share"} <= found[
-        "reports/templates/sections/transport.md.j2"
+        "yardstick/reports/templates/sections/transport.md.j2"
     ]
     assert {"victim_wait_over_culprit_sort", "victim_during_over_after"} <= found[
-        "reports/templates/sections/contention.md.j2"
+        "yardstick/reports/templates/sections/contention.md.j2"
     ]
-    assert "bench_host_busy_share" in found["reports/templates/sections/throughput.md.j2"]
+    assert "bench_host_busy_share" in found["yardstick/reports/templates/sections/throughput.md.j2"]
     # And a name not in the catalog is caught.
     assert _unknown({"rtt_client_p42_us", "ks_prefix_*"}) == {"rtt_client_p42_us"}

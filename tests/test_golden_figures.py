@@ -10,7 +10,7 @@ collections a day between nights (commandstats and SLOWLOG only). On the last tw
 run also lands the families whose rows are hard to make by hand, replayed from one real run
 (tests/samples/recorded_families.json: memory, keyspace, latency monitor and the scratch
 experiments slow_commands, contention, agreement) and three paired transport rounds: every
-family of tasks/ gives figures here. `alpha` (Redis 7.2.4) gets a
+family of yardstick/tasks/ gives figures here. `alpha` (Redis 7.2.4) gets a
 20 % longer round trip and 10 % fewer requests per second for its last two nights; `beta`
 (Valkey 8.1.8, which answers redis_version 7.2.4) is upgraded to 8.1.9 on its last night.
 
@@ -47,7 +47,7 @@ from yardstick.storage import lake, warehouse
 
 EXPECTED = Path(__file__).parent / "samples" / "golden_figures.json"
 RECORDED = Path(__file__).parent / "samples" / "recorded_families.json"
-CATALOG = Path(__file__).parent.parent / "sql" / "seeds" / "figure_catalog.csv"
+CATALOG = Path(__file__).parent.parent / "yardstick" / "sql" / "seeds" / "figure_catalog.csv"
 REGENERATE = os.environ.get("YARDSTICK_REGENERATE_GOLDEN") == "1"
 
 FIRST_NIGHT = datetime(2025, 6, 1, 2, 0, tzinfo=UTC)

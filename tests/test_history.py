@@ -92,10 +92,10 @@ ALARMS = ("regression", "improvement", "changed")
 
 
 def project_vars() -> dict:
-    """The verdict's dbt vars as sql/dbt_project.yml sets them."""
+    """The verdict's dbt vars as yardstick/sql/dbt_project.yml sets them."""
     import yaml
 
-    project = Path(__file__).parents[1] / "sql" / "dbt_project.yml"
+    project = Path(__file__).parents[1] / "yardstick" / "sql" / "dbt_project.yml"
     return yaml.safe_load(project.read_text())["vars"]
 
 

@@ -20,7 +20,7 @@ from yardstick.storage import compaction, lake, lakefs, retention, warehouse
 from yardstick.storage.preflight import NotWritable, check_writable
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.fingerprint import fingerprint
-from yardstick.tasks.roundtrip import round_trip
+from yardstick.tasks.round_trip import round_trip
 
 # A Redis server only produces the runs; what is tested is where they are kept.
 pytestmark = pytest.mark.server_agnostic

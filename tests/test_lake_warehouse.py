@@ -18,7 +18,7 @@ from yardstick.settings.profiles import RoundTripProfile
 from yardstick.storage import dbt, lake, warehouse
 from yardstick.storage.schemas import SCHEMA_VERSION, TABLES, to_table
 from yardstick.tasks.fingerprint import fingerprint
-from yardstick.tasks.roundtrip import round_trip
+from yardstick.tasks.round_trip import round_trip
 
 ENV = "lake-test"
 

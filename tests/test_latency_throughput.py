@@ -23,7 +23,7 @@ from yardstick.storage import lake, warehouse
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.intrinsic import parse_intrinsic
 from yardstick.tasks.memtier import DuplicateKey, parse_memtier_json
-from yardstick.tasks.roundtrip import round_trip
+from yardstick.tasks.round_trip import round_trip
 from yardstick.tasks.throughput import parse_benchmark_csv, run_cell, throughput
 from yardstick.tasks.transport import transport
 

@@ -10,7 +10,8 @@ from conftest import open_warehouse
 from prefect import flow
 from prefect.utilities.annotations import quote
 
-from yardstick.flows.nightly import measure_environment, render, update_warehouse
+from yardstick.flows.measure import measure_environment
+from yardstick.flows.nightly import render, update_warehouse
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import PROFILES
 from yardstick.storage import lake

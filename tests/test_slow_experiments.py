@@ -10,7 +10,7 @@ from conftest import open_warehouse
 from prefect import flow
 
 from yardstick.access.scratch import FIXTURE_PREFIX
-from yardstick.flows.nightly import measure_environment
+from yardstick.flows.measure import measure_environment
 from yardstick.flows.plan import FAMILIES
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import Environment

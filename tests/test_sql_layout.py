@@ -1,8 +1,8 @@
 """The SQL project's layout keeps its promises (no warehouse is built here: files only).
 
-- Every family of the registry (tasks/) has its folders, sql/models/staging/<family>/ and
-  sql/models/marts/<family>/; every family with figures has its measures_<family> model,
-  is in the measures union (measure_families() in sql/macros/measures.sql) and has rows in
+- Every family of the registry (tasks/) has its folders, yardstick/sql/models/staging/<family>/ and
+  yardstick/sql/models/marts/<family>/; every family with figures has its measures_<family> model,
+  is in the measures union (measure_families() in yardstick/sql/macros/measures.sql) and has rows in
   the figure catalog; nothing in those is a family the registry does not know.
 - Every other folder is a shared one named for what it holds, declared below.
 - Each folder's models are described in the yml beside them; `data_tests:`, never `tests:`.
@@ -22,7 +22,7 @@ import yaml
 from yardstick.tasks.registry import families
 
 ROOT = Path(__file__).resolve().parent.parent
-MODELS = ROOT / "sql" / "models"
+MODELS = ROOT / "yardstick" / "sql" / "models"
 
 # The families that give no figures, and why (the one place this is declared).
 NO_FIGURES = {"fingerprint": "the environment's facts (marts/fingerprint/env_facts), not figures"}
@@ -68,14 +68,16 @@ def _folders(layer: str) -> set[str]:
 def test_every_family_has_its_staging_and_marts_folders():
     for layer in ("staging", "marts"):
         missing = _registry() - _folders(layer)
-        assert not missing, f"sql/models/{layer}/: no folder for families {sorted(missing)}"
+        assert not missing, (
+            f"yardstick/sql/models/{layer}/: no folder for families {sorted(missing)}"
+        )
 
 
 def test_every_folder_is_a_family_or_a_declared_shared_one():
     for layer in ("staging", "marts", "reports"):
         unknown = _folders(layer) - _registry() - set(SHARED[layer])
         assert not unknown, (
-            f"sql/models/{layer}/: folders {sorted(unknown)} are no family of tasks/ "
+            f"sql/models/{layer}/: folders {sorted(unknown)} are no family of yardstick/tasks/ "
             "and not declared shared in tests/test_sql_layout.py"
         )
 
@@ -90,13 +92,13 @@ def test_the_measures_models_the_union_and_the_catalog_list_the_registry_familie
         if p.parent.name != p.stem.removeprefix("measures_")
     ]
     assert not misplaced, f"measures_<family> outside marts/<family>/: {misplaced}"
-    macro = (ROOT / "sql" / "macros" / "measures.sql").read_text()
+    macro = (ROOT / "yardstick" / "sql" / "macros" / "measures.sql").read_text()
     body = re.search(r"macro measure_families\(\).*?return\(\[(.*?)\]\)", macro, re.S)
-    assert body, "sql/macros/measures.sql: no measure_families() list"
+    assert body, "yardstick/sql/macros/measures.sql: no measure_families() list"
     union = set(re.findall(r"'(\w+)'", body.group(1)))
     assert union == expected, f"measure_families() {sorted(union ^ expected)} disagree"
     assert "measure_families()" in (MODELS / "marts" / "measures" / "measures.sql").read_text()
-    with (ROOT / "sql" / "seeds" / "figure_catalog.csv").open() as f:
+    with (ROOT / "yardstick" / "sql" / "seeds" / "figure_catalog.csv").open() as f:
         catalog = {row["family"] for row in csv.DictReader(f)}
     assert catalog == expected, f"figure_catalog families {sorted(catalog ^ expected)} disagree"
 
@@ -131,7 +133,7 @@ def test_the_yml_says_data_tests_never_tests():
 
 def _relations(sql: str) -> set[str]:
     """What a model reads: its refs, its sources, and the batch when it filters by it
-    (the in_batch macro, sql/macros/measures.sql, reads batch_runs)."""
+    (the in_batch macro, yardstick/sql/macros/measures.sql, reads batch_runs)."""
     refs = re.findall(r"ref\(\s*['\"](\w+)['\"]\s*\)", sql)
     sources = re.findall(r"source\(\s*['\"]\w+['\"]\s*,\s*['\"](\w+)['\"]\s*\)", sql)
     batch = {"batch_runs"} if re.search(r"\bin_batch\(", sql) else set()
@@ -153,7 +155,10 @@ def test_report_views_read_marts_and_report_views_only():
 
 
 def test_report_readers_in_python_read_no_batch_relation():
-    readers = [*(ROOT / "reports").glob("*.py"), *(ROOT / "reports" / "templates").rglob("*")]
+    readers = [
+        *(ROOT / "yardstick" / "reports").glob("*.py"),
+        *(ROOT / "yardstick" / "reports" / "templates").rglob("*"),
+    ]
     found = {
         str(p.relative_to(ROOT)): sorted(
             {m for m in re.findall(r"\b((?:stg|raw)_\w+|batch_runs)", p.read_text()) if _batch(m)}
@@ -162,7 +167,7 @@ def test_report_readers_in_python_read_no_batch_relation():
         if p.is_file()
     }
     found = {k: v for k, v in found.items() if v}
-    assert not found, f"reports/ reading batch relations (stg_*, raw_*): {found}"
+    assert not found, f"yardstick/reports/ reading batch relations (stg_*, raw_*): {found}"
 
 
 def test_the_checks_see_a_batch_reference():

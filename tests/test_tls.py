@@ -27,7 +27,7 @@ from yardstick.storage import lake, warehouse
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import utc_now
 from yardstick.tasks.fingerprint import fingerprint
-from yardstick.tasks.roundtrip import round_trip
+from yardstick.tasks.round_trip import round_trip
 from yardstick.tasks.throughput import run_cell, throughput
 
 x509 = pytest.importorskip("cryptography.x509", reason="cryptography not installed")

@@ -16,7 +16,7 @@ import redis
 from conftest import open_warehouse
 
 from yardstick.flows.collect import COLLECT_FAMILIES, collect_profile
-from yardstick.flows.nightly import measure_environment
+from yardstick.flows.measure import measure_environment
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import KeyspaceProfile, RoundTripProfile, get_profile
 from yardstick.storage import compaction, dbt, lake, retention, warehouse

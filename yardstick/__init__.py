@@ -7,12 +7,15 @@ Layers, lowest first; a module imports only from its own layer and the ones belo
               as task runs in a flow run, plain calls otherwise)
     access    yardstick/access/   Redis: connect, guard, RESP, the probe, parsing, the scan
     host      yardstick/host/     this machine: embedded servers, forwarder, C tools, stopping
-    tasks     tasks/              the measurement families, each declaring itself
+    tasks     yardstick/tasks/    the measurement families, each declaring itself
     storage   yardstick/storage/  schemas, the lake, compaction, retention, warehouse, dbt
+    sql       yardstick/sql/      the dbt project (models, seeds, macros): no Python
     settings  yardstick/settings/ the environments file and the profiles
-    reports   reports/            presentation: render, charts, change points
-    flows     flows/              Prefect flows: plan, land, nightly, collect, sites
+    reports   yardstick/reports/  presentation: render, charts, change points
+    flows     yardstick/flows/    Prefect flows: plan, land, nightly, collect, sites
     app       yardstick/app/      the CLI and its Prefect runtime
+
+Every folder is its import path (yardstick/flows/nightly.py is yardstick.flows.nightly).
 """
 
 __version__ = "0.1.0"

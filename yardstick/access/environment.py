@@ -107,7 +107,7 @@ class Environment(BaseModel):
     # None means "decide from the URL": a loopback host puts the prober on the server host.
     prober_on_host: bool | None = None
     # Only these measurement families (default: every family that applies to the mode).
-    # Checked against the plan when the run starts (flows/plan.check_families).
+    # Checked against the plan when the run starts (yardstick/flows/plan.check_families).
     families: list[str] | None = None
     # TLS files and checks; only with a rediss:// URL (validated in ConfigFile checks).
     tls: TlsSettings | None = None
@@ -134,7 +134,7 @@ class Environment(BaseModel):
     experiment_node: str | None = None
 
     # Set by the tool when it splits an environment into the servers it is made of
-    # (flows/units.py), never by the environments file (ConfigFile refuses them):
+    # (yardstick/flows/units.py), never by the environments file (ConfigFile refuses them):
     # the configured environment a node belongs to,
     member_of: str | None = None
     # the node's role (primary | replica) and whether the environment is a Redis Cluster,
@@ -156,7 +156,7 @@ class Environment(BaseModel):
                 else None
             )
             if nodes and isinstance(nodes[0], str):
-                # A placeholder host until the Sentinels are asked (flows/units.py).
+                # A placeholder host until the Sentinels are asked (yardstick/flows/units.py).
                 return {**data, "url": f"redis://{nodes[0].strip()}/0"}
         return data
 

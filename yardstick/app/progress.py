@@ -26,7 +26,7 @@ from yardstick.engine import Journal, PlainRun
 
 POLL_S = 1.0
 PAGE = 200
-# The task run that holds an environment's families (flows/nightly.py).
+# The task run that holds an environment's families (yardstick/flows/nightly.py).
 HOLDER = "measure-environment"
 # States after which a family counts as done on its line.
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "CRASHED")

@@ -2,7 +2,7 @@
 without importing the families, so that the CLI checks what it was given before anything heavy
 loads (importing the families imports Prefect: seconds).
 
-The families declare themselves (tasks/, `FAMILY`); this module keeps only what the checks
+The families declare themselves (yardstick/tasks/, `FAMILY`); this module keeps only what the checks
 need, and tests/test_cli_light.py fails, naming the difference, when it disagrees with them."""
 
 from __future__ import annotations

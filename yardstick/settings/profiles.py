@@ -19,7 +19,7 @@ from yardstick.tasks.intrinsic import IntrinsicProfile  # noqa: F401
 from yardstick.tasks.keyspace import KeyspaceProfile  # noqa: F401
 from yardstick.tasks.memory import MemoryProfile, MemoryShape  # noqa: F401
 from yardstick.tasks.memtier import MemtierProfile  # noqa: F401
-from yardstick.tasks.roundtrip import RoundTripProfile  # noqa: F401
+from yardstick.tasks.round_trip import RoundTripProfile  # noqa: F401
 from yardstick.tasks.slow_commands import SlowCommandsProfile  # noqa: F401
 from yardstick.tasks.slowlog import SlowlogProfile  # noqa: F401
 from yardstick.tasks.throughput import ThroughputProfile  # noqa: F401

@@ -10,7 +10,7 @@ from difflib import get_close_matches
 from yardstick.settings.config import LOCAL_SITE, ConfigError, Environment
 from yardstick.settings.names import FAMILY_WRITES
 
-# The environments of a run without an environments file (flows/targets.environments).
+# The environments of a run without an environments file (yardstick/flows/targets.environments).
 EMBEDDED_NAME = "embedded"
 FORWARDED_NAME = "embedded-forwarded"
 

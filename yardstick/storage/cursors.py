@@ -1,5 +1,5 @@
 """Collection cursors: what the lake already holds of an environment's SLOWLOG and LATENCY
-HISTORY, so that a collection lands only what is new (tasks/base.Landed).
+HISTORY, so that a collection lands only what is new (yardstick/tasks/base.Landed).
 
 What has landed is the truth, not a process's memory: a collection is a process of its own
 every 5 minutes, servers restart, a site's machine is replaced. The cursors come from one run

@@ -64,7 +64,7 @@ class DbtResult:
 
 
 def project_dir() -> Path:
-    """The dbt project folder (sql/ in the source tree, yardstick/sql when installed)."""
+    """The dbt project folder (yardstick/sql/ in the source tree, yardstick/sql when installed)."""
     return Path(str(resources.files("yardstick.sql")))
 
 

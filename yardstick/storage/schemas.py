@@ -1,5 +1,5 @@
 """Arrow schemas of every lake table: the run's own (runs, steps, retained figures) declared
-here, each measurement family's collected from its module (tasks/, `FAMILY.tables`).
+here, each measurement family's collected from its module (yardstick/tasks/, `FAMILY.tables`).
 
 Files carry no `env` column: it comes from the folder (`env=<env>`); a run's day comes from its
 run id. The lake adds `run_id` and `schema_version`."""
@@ -75,7 +75,7 @@ TABLES["retained_measures"] = pa.schema(
 
 
 # The host's load sampled through each family of a run (yardstick/host/familyload.py): one
-# row per sample, landed with the family's own tables (tasks/base.py, Family.run).
+# row per sample, landed with the family's own tables (yardstick/tasks/base.py, Family.run).
 TABLES[FAMILY_LOAD] = familyload.SCHEMA
 
 # The tool's own CPU and peak memory per phase of a run (yardstick/host/selfcost.py): start,

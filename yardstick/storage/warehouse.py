@@ -1,4 +1,4 @@
-"""The warehouse: a DuckDB file the dbt project in sql/ builds from the lake.
+"""The warehouse: a DuckDB file the dbt project in yardstick/sql/ builds from the lake.
 
 An update reads each Delta table's current file list from its log, opens only the files added
 since the previous update (their run ids), loads into raw.raw_<table> only the rows of runs

@@ -1,0 +1,70 @@
+"""What a run reports back to its caller: one outcome per environment."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+
+class EnvOutcome(BaseModel):
+    """How one environment's measurement ended."""
+
+    env: str
+    mode: str
+    status: str  # ok | partial | failed | interrupted
+    duration_s: float
+    window_s: float
+    error: str | None = None
+    report: str | None = None
+    # Rows landed per lake table by its families (runs and steps not counted).
+    landed_rows: dict[str, int] = {}
+    # The servers the environment is made of, each measured on its own (yardstick/flows/units.py).
+    members: list[EnvOutcome] = []
+
+    def with_members(self) -> list[EnvOutcome]:
+        """This outcome, then its members'."""
+        return [self.model_copy(update={"members": []}), *self.members]
+
+
+class RunSummary(BaseModel):
+    """The whole run: id, where things landed, and each environment's outcome."""
+
+    run_id: str
+    profile: str
+    lake_dir: str
+    warehouse_path: str
+    out_dir: str
+    wall_s: float
+    outcomes: list[EnvOutcome]
+    # What went wrong beside the environments (the lake full at compaction), one line each.
+    problems: list[str] = []
+    # Where a stop request (Ctrl-C, SIGTERM) found the run: "measuring", "warehouse" (its
+    # update abandoned), "reports" (the warehouse updated, nothing rendered); None otherwise.
+    stopped: str | None = None
+
+    @property
+    def failed(self) -> list[EnvOutcome]:
+        """Environments that did not complete every family they should have."""
+        return [o for o in self.outcomes if o.status != "ok"]
+
+
+class RunEnded(Exception):  # noqa: N818 (a run's ending, not an error of the code)
+    """A run that ended Failed or Cancelled, with its summary: Prefect turns a failed or
+    cancelled state's data into an exception (a summary there made its engine log a
+    TypeError traceback), so the summary travels inside one. It reads as the summary
+    (`ended.outcomes`), so callers of `state.result(raise_on_failure=False)` need no change."""
+
+    def __init__(self, message: str, summary: BaseModel | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+    def __getattr__(self, name: str):
+        # Only for names an exception lacks; never during unpickling (no summary yet).
+        if name.startswith("__") or name == "summary":
+            raise AttributeError(name)
+        return getattr(self.summary, name)
+
+
+def summary_of(result: object) -> object:
+    """A flow's summary from `state.result(raise_on_failure=False)`, whether it ended
+    Completed, Failed or Cancelled (any other exception is returned as it is)."""
+    return result.summary if isinstance(result, RunEnded) else result
