@@ -32,16 +32,16 @@ select
     coalesce(bool_and(latency_agrees), false) and count(latency_ms) = count(*) as latency_agrees,
     /* Which repetitions break the rule ("2, 4"), and the worst of them. */
     string_agg((rep_idx + 1)::varchar, ', ' order by rep_idx)
-        filter (not coalesce(client_agrees, false)) as client_failing_reps,
+        filter (where not coalesce(client_agrees, false)) as client_failing_reps,
     arg_max(rep_idx + 1, abs(coalesce(client_over_slowlog, 0) - 1))
-        filter (not coalesce(client_agrees, false)) as client_worst_rep,
+        filter (where not coalesce(client_agrees, false)) as client_worst_rep,
     arg_max(client_over_slowlog, abs(coalesce(client_over_slowlog, 0) - 1))
-        filter (not coalesce(client_agrees, false)) as client_worst_over_slowlog,
+        filter (where not coalesce(client_agrees, false)) as client_worst_over_slowlog,
     string_agg((rep_idx + 1)::varchar, ', ' order by rep_idx)
-        filter (not coalesce(latency_agrees, false)) as latency_failing_reps,
+        filter (where not coalesce(latency_agrees, false)) as latency_failing_reps,
     arg_max(rep_idx + 1, abs(coalesce(latency_over_slowlog, 0) - 1))
-        filter (not coalesce(latency_agrees, false)) as latency_worst_rep,
+        filter (where not coalesce(latency_agrees, false)) as latency_worst_rep,
     arg_max(latency_over_slowlog, abs(coalesce(latency_over_slowlog, 0) - 1))
-        filter (not coalesce(latency_agrees, false)) as latency_worst_over_slowlog,
+        filter (where not coalesce(latency_agrees, false)) as latency_worst_over_slowlog,
 from reps
 group by run_id, env

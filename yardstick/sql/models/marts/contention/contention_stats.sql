@@ -26,13 +26,13 @@ pivoted as (
     select
         run_id,
         env,
-        max(rtt_mean_us) filter (phase = 'before') as before_mean_us,
-        max(rtt_mean_us) filter (phase = 'during') as during_mean_us,
-        max(rtt_mean_us) filter (phase = 'after') as after_mean_us,
-        max(rtt_max_us) filter (phase = 'during') as during_max_us,
-        max(samples) filter (phase = 'during') as during_samples,
-        max(windows) filter (phase = 'during') as during_windows,
-        max(over_threshold) filter (phase = 'during') as during_over_threshold,
+        max(rtt_mean_us) filter (where phase = 'before') as before_mean_us,
+        max(rtt_mean_us) filter (where phase = 'during') as during_mean_us,
+        max(rtt_mean_us) filter (where phase = 'after') as after_mean_us,
+        max(rtt_max_us) filter (where phase = 'during') as during_max_us,
+        max(samples) filter (where phase = 'during') as during_samples,
+        max(windows) filter (where phase = 'during') as during_windows,
+        max(over_threshold) filter (where phase = 'during') as during_over_threshold,
     from phases
     group by run_id, env
 ),
@@ -73,11 +73,12 @@ logged as (
         count(*) as entries,
         /* Servers before 4.0 log no client name: a PING entry is then the victim's. */
         count(*) filter (
-            l.client_name = s.victim_client_name
+            where l.client_name = s.victim_client_name
             or (l.client_name is null and l.command = 'ping')
         ) as victim_entries,
-        count(*) filter (l.client_name = s.culprit_client_name) as culprit_entries,
-        median(l.duration_us) filter (l.client_name = s.culprit_client_name) as culprit_median_us,
+        count(*) filter (where l.client_name = s.culprit_client_name) as culprit_entries,
+        median(l.duration_us) filter (where l.client_name = s.culprit_client_name)
+            as culprit_median_us,
         max(l.entry_id) - min(l.entry_id) + 1 - count(*) as ids_missing,
     from {{ ref('stg_contention_slowlog') }} as l
     join {{ ref('stg_contention_setup') }} as s on s.run_id = l.run_id and s.env = l.env

@@ -8,43 +8,46 @@ pivoted as (
     select
         run_id,
         env,
-        max(value) filter (section = 'server' and key = 'redis_version') as redis_version,
+        max(value) filter (where section = 'server' and key = 'redis_version') as redis_version,
         /* Valkey says server_mode; a server without either leaves it null, never "None". */
         coalesce(
-            max(value) filter (section = 'server' and key = 'redis_mode'),
-            max(value) filter (section = 'server' and key = 'server_mode'),
-            nullif(max(value) filter (section = 'product' and key = 'mode'), '')
+            max(value) filter (where section = 'server' and key = 'redis_mode'),
+            max(value) filter (where section = 'server' and key = 'server_mode'),
+            nullif(max(value) filter (where section = 'product' and key = 'mode'), '')
         ) as redis_mode,
         /* The product and its own version (Valkey 8.1.8 answers redis_version 7.2.4): the
            fingerprint's product section, else read from INFO server (runs before it). */
         coalesce(
-            nullif(max(value) filter (section = 'product' and key = 'name'), ''),
-            nullif(lower(max(value) filter (section = 'server' and key = 'server_name')), ''),
+            nullif(max(value) filter (where section = 'product' and key = 'name'), ''),
+            nullif(lower(max(value) filter (where section = 'server' and key = 'server_name')), ''),
             case when bool_or(section = 'server' and key = 'valkey_version') then 'valkey' end,
             case when bool_or(section = 'server' and key = 'redis_version') then 'redis' end
         ) as server_product,
         coalesce(
-            nullif(max(value) filter (section = 'product' and key = 'version'), ''),
-            max(value) filter (section = 'server' and key = 'valkey_version'),
-            max(value) filter (section = 'server' and key = 'redis_version')
+            nullif(max(value) filter (where section = 'product' and key = 'version'), ''),
+            max(value) filter (where section = 'server' and key = 'valkey_version'),
+            max(value) filter (where section = 'server' and key = 'redis_version')
         ) as server_version,
-        max(value) filter (section = 'server' and key = 'os') as server_os,
-        max(value) filter (section = 'server' and key = 'arch_bits') as arch_bits,
-        max(value) filter (section = 'server' and key = 'run_id') as server_run_id,
-        max(value) filter (section = 'server' and key = 'executable') as server_executable,
-        max(value) filter (section = 'server' and key = 'multiplexing_api') as multiplexing_api,
-        try_cast(max(value) filter (section = 'server' and key = 'uptime_in_seconds') as bigint)
+        max(value) filter (where section = 'server' and key = 'os') as server_os,
+        max(value) filter (where section = 'server' and key = 'arch_bits') as arch_bits,
+        max(value) filter (where section = 'server' and key = 'run_id') as server_run_id,
+        max(value) filter (where section = 'server' and key = 'executable') as server_executable,
+        max(value) filter (where section = 'server' and key = 'multiplexing_api')
+            as multiplexing_api,
+        try_cast(
+            max(value) filter (where section = 'server' and key = 'uptime_in_seconds') as bigint
+        )
             as uptime_s,
-        try_cast(max(value) filter (section = 'server' and key = 'io_threads_active') as int)
+        try_cast(max(value) filter (where section = 'server' and key = 'io_threads_active') as int)
             as io_threads_active,
-        max(value) filter (section = 'memory' and key = 'mem_allocator') as mem_allocator,
-        try_cast(max(value) filter (section = 'memory' and key = 'used_memory') as bigint)
+        max(value) filter (where section = 'memory' and key = 'mem_allocator') as mem_allocator,
+        try_cast(max(value) filter (where section = 'memory' and key = 'used_memory') as bigint)
             as used_memory_bytes,
-        try_cast(max(value) filter (section = 'memory' and key = 'maxmemory') as bigint)
+        try_cast(max(value) filter (where section = 'memory' and key = 'maxmemory') as bigint)
             as maxmemory_bytes,
-        try_cast(max(value) filter (section = 'clients' and key = 'connected_clients') as int)
+        try_cast(max(value) filter (where section = 'clients' and key = 'connected_clients') as int)
             as connected_clients,
-        try_cast(max(value) filter (section = 'persistence' and key = 'aof_enabled') as int)
+        try_cast(max(value) filter (where section = 'persistence' and key = 'aof_enabled') as int)
             as aof_enabled,
         /* A setting CONFIG GET could not read (denied, CONFIG renamed) is stored as
            'unavailable: <error>': null here, and named in config_unavailable_keys so that
@@ -55,51 +58,60 @@ pivoted as (
             ('io-threads', 'config_io_threads'),
         ] %}
         max(value) filter (
-            section = 'config' and key = '{{ key }}' and value not like 'unavailable:%'
+            where section = 'config' and key = '{{ key }}' and value not like 'unavailable:%'
         ) as {{ alias }},
         {%- endfor %}
         string_agg(key, ', ' order by key) filter (
-            section = 'config' and value like 'unavailable:%'
+            where section = 'config' and value like 'unavailable:%'
         ) as config_unavailable_keys,
         coalesce(bool_or(
             section = 'config' and key in ('save', 'appendonly') and value like 'unavailable:%'
         ), false) as persistence_unknown,
         try_cast(
-            max(value) filter (section = 'config' and key = 'slowlog-log-slower-than') as bigint
+            max(value) filter (
+                where section = 'config' and key = 'slowlog-log-slower-than'
+            ) as bigint
         ) as slowlog_log_slower_than_us,
-        try_cast(max(value) filter (section = 'config' and key = 'slowlog-max-len') as bigint)
+        try_cast(max(value) filter (where section = 'config' and key = 'slowlog-max-len') as bigint)
             as slowlog_max_len,
         try_cast(
-            max(value) filter (section = 'config' and key = 'latency-monitor-threshold') as bigint
+            max(value) filter (
+                where section = 'config' and key = 'latency-monitor-threshold'
+            ) as bigint
         ) as latency_monitor_threshold_ms,
-        max(value) filter (section = 'probe' and key = 'mode') as mode,
-        max(value) filter (section = 'probe' and key = 'transport') as transport,
-        max(value) filter (section = 'probe' and key = 'prober_on_host') = 'true'
+        max(value) filter (where section = 'probe' and key = 'mode') as mode,
+        max(value) filter (where section = 'probe' and key = 'transport') as transport,
+        max(value) filter (where section = 'probe' and key = 'prober_on_host') = 'true'
             as prober_on_host,
-        max(value) filter (section = 'probe' and key = 'url') as url,
-        nullif(max(value) filter (section = 'probe' and key = 'same_server_as'), '')
+        max(value) filter (where section = 'probe' and key = 'url') as url,
+        nullif(max(value) filter (where section = 'probe' and key = 'same_server_as'), '')
             as same_server_as,
         /* TLS (rediss:// only, else null): verify on/off, the CA file's name (null: the
            system's CAs), a client certificate sent, the name checked when not the URL's. */
-        max(value) filter (section = 'probe' and key = 'tls_verify') = 'true' as tls_verify,
-        nullif(max(value) filter (section = 'probe' and key = 'tls_ca_file'), '')
+        max(value) filter (where section = 'probe' and key = 'tls_verify') = 'true' as tls_verify,
+        nullif(max(value) filter (where section = 'probe' and key = 'tls_ca_file'), '')
             as tls_ca_file,
-        max(value) filter (section = 'probe' and key = 'tls_client_cert') = 'true'
+        max(value) filter (where section = 'probe' and key = 'tls_client_cert') = 'true'
             as tls_client_cert,
-        nullif(max(value) filter (section = 'probe' and key = 'tls_server_name'), '')
+        nullif(max(value) filter (where section = 'probe' and key = 'tls_server_name'), '')
             as tls_server_name,
         /* What this server is in its environment (yardstick/flows/units.py): server, cluster (the
            environment as a whole), primary or replica; the environment it is a member of
            (null for a configured environment); for a Sentinel-managed master, its name and
            the address the Sentinels named at this run (null for every other environment). */
-        nullif(max(value) filter (section = 'topology' and key = 'kind'), '') as topology_kind,
-        nullif(max(value) filter (section = 'topology' and key = 'member_of'), '') as member_of,
-        nullif(max(value) filter (section = 'topology' and key = 'node_role'), '') as node_role,
-        nullif(max(value) filter (section = 'topology' and key = 'address'), '')
+        nullif(max(value) filter (where section = 'topology' and key = 'kind'), '')
+            as topology_kind,
+        nullif(max(value) filter (where section = 'topology' and key = 'member_of'), '')
+            as member_of,
+        nullif(max(value) filter (where section = 'topology' and key = 'node_role'), '')
+            as node_role,
+        nullif(max(value) filter (where section = 'topology' and key = 'address'), '')
             as server_address,
-        nullif(max(value) filter (section = 'topology' and key = 'sentinel_master'), '')
+        nullif(max(value) filter (where section = 'topology' and key = 'sentinel_master'), '')
             as sentinel_master,
-        nullif(max(value) filter (section = 'topology' and key = 'sentinel_master_address'), '')
+        nullif(
+            max(value) filter (where section = 'topology' and key = 'sentinel_master_address'), ''
+        )
             as sentinel_master_address,
         /* INFO keyspace db0 keys= (0 when INFO cpu was read and db0 is absent: an empty
            database; null for fingerprints before INFO cpu was kept) and INFO cpu
@@ -107,41 +119,45 @@ pivoted as (
            the fingerprint was taken. */
         coalesce(
             try_cast(regexp_extract(
-                max(value) filter (section = 'keyspace' and key = 'db0'), 'keys=([0-9]+)', 1
+                max(value) filter (where section = 'keyspace' and key = 'db0'), 'keys=([0-9]+)', 1
             ) as bigint),
             case when bool_or(section = 'cpu') then 0 end
         ) as db0_keys,
-        try_cast(max(value) filter (section = 'cpu' and key = 'used_cpu_sys') as double)
-            + try_cast(max(value) filter (section = 'cpu' and key = 'used_cpu_user') as double)
+        try_cast(max(value) filter (where section = 'cpu' and key = 'used_cpu_sys') as double)
+            + try_cast(
+                max(value) filter (where section = 'cpu' and key = 'used_cpu_user') as double
+            )
             as server_cpu_s,
-        max(value) filter (section = 'prober' and key = 'hostname') as prober_hostname,
-        max(value) filter (section = 'prober' and key = 'os') as prober_os,
-        try_cast(max(value) filter (section = 'prober' and key = 'cores') as int) as prober_cores,
-        max(value) filter (section = 'prober' and key = 'cpu_model') as prober_cpu_model,
-        try_cast(max(value) filter (section = 'prober' and key = 'load_1m') as double)
+        max(value) filter (where section = 'prober' and key = 'hostname') as prober_hostname,
+        max(value) filter (where section = 'prober' and key = 'os') as prober_os,
+        try_cast(max(value) filter (where section = 'prober' and key = 'cores') as int)
+            as prober_cores,
+        max(value) filter (where section = 'prober' and key = 'cpu_model') as prober_cpu_model,
+        try_cast(max(value) filter (where section = 'prober' and key = 'load_1m') as double)
             as prober_load_1m,
-        try_cast(max(value) filter (section = 'prober' and key = 'load_5m') as double)
+        try_cast(max(value) filter (where section = 'prober' and key = 'load_5m') as double)
             as prober_load_5m,
-        try_cast(max(value) filter (section = 'prober' and key = 'load_15m') as double)
+        try_cast(max(value) filter (where section = 'prober' and key = 'load_15m') as double)
             as prober_load_15m,
-        max(value) filter (section = 'prober' and key = 'tool_version') as tool_version,
-        max(value) filter (section = 'embedded' and key = 'path') as embedded_binary,
-        max(value) filter (section = 'embedded' and key = 'version') as embedded_version,
-        max(value) filter (section = 'embedded' and key = 'source') as embedded_source,
-        max(value) filter (section = 'embedded' and key = 'product') as embedded_product,
+        max(value) filter (where section = 'prober' and key = 'tool_version') as tool_version,
+        max(value) filter (where section = 'embedded' and key = 'path') as embedded_binary,
+        max(value) filter (where section = 'embedded' and key = 'version') as embedded_version,
+        max(value) filter (where section = 'embedded' and key = 'source') as embedded_source,
+        max(value) filter (where section = 'embedded' and key = 'product') as embedded_product,
         /* The wrapped C tools: '7.0.15 /usr/bin/redis-benchmark', 'not found', 'unknown: ...'
            (null for runs from before the fingerprint recorded them). */
-        max(value) filter (section = 'tools' and key = 'redis-benchmark') as tool_redis_benchmark,
-        max(value) filter (section = 'tools' and key = 'redis-cli') as tool_redis_cli,
-        max(value) filter (section = 'tools' and key = 'memtier_benchmark')
+        max(value) filter (where section = 'tools' and key = 'redis-benchmark')
+            as tool_redis_benchmark,
+        max(value) filter (where section = 'tools' and key = 'redis-cli') as tool_redis_cli,
+        max(value) filter (where section = 'tools' and key = 'memtier_benchmark')
             as tool_memtier_benchmark,
         string_agg(
             replace(key, ' refused', '') || ' ' || value, '; ' order by key
-        ) filter (section = 'tools' and key like '% refused') as tools_refused,
+        ) filter (where section = 'tools' and key like '% refused') as tools_refused,
         /* INFO modules, one 'name ver' per module: 'graph 41603, vectorset 1' (null when
            none is loaded, or for fingerprints from before modules were kept). */
         string_agg(key || ' ' || value, ', ' order by key)
-            filter (section = 'modules') as server_modules,
+            filter (where section = 'modules') as server_modules,
     from source
     group by run_id, env
 ),

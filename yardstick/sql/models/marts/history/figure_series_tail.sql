@@ -1,8 +1,8 @@
 /* State for figure_trends: the last 30 + max(k, k_max, 7) points of each comparable series
    (environment, figure, subject, series, baseline key; k and k_max = verdict_recent_runs and
    verdict_max_recent_runs): enough for its reference (the 30 runs before the last k), its
-   recent runs, its 7-run rolling line, and the verdict and change night of its latest point. An update replaces the tails of the figures its
-   batch extends. */
+   recent runs, its 7-run rolling line, and the verdict and change night of its latest point.
+   An update replaces the tails of the figures its batch extends. */
 {{ config(incremental_strategy='delete+insert', unique_key=['env', 'figure', 'subject']) }}
 -- depends_on: {{ ref('figure_trends') }}
 

@@ -124,7 +124,7 @@ windows as (
         stddev_samp(baseline_value) over reference as reference_sd,
         count(baseline_value) over reference as reference_n,
         /* The last runs (this one and up to k_max - 1 before it), oldest first. */
-        list({'v': judged_value, 'at': started_at}) over recent as recent_runs,
+        list({ 'v': judged_value, 'at': started_at }) over recent as recent_runs,
         lag(judged_value) over comparable as previous_value,
         median(value) over rolling as rolling_median,
         mad(value) over rolling as rolling_mad,
@@ -412,7 +412,7 @@ followed as (
         *,
         /* A regression or improvement first said tonight (not already the night before). */
         verdict in ('regression', 'improvement', 'changed')
-            and lag(verdict) over comparable is distinct from verdict as first_night,
+            and (lag(verdict) over comparable is distinct from verdict) as first_night,
     from judged
     window comparable as (
         partition by env, figure, subject, series, baseline_key order by started_at, run_id

@@ -103,7 +103,13 @@ timeline as (
     /* Every run of the batch, after the prior fingerprinted run it may inherit from. */
     select
         r.run_id, r.env, r.started_at, r.status, r.profile,
-        s.server_product, s.server_version, s.redis_version, s.server_cores, s.server_cpu_model, s.transport, s.prober_load_1m,
+        s.server_product,
+        s.server_version,
+        s.redis_version,
+        s.server_cores,
+        s.server_cpu_model,
+        s.transport,
+        s.prober_load_1m,
         s.sentinel_master_address, s.previous_master_address, s.sentinel_failover,
         s.environment_changed, s.segment, false as is_prior,
     from runs as r

@@ -114,7 +114,7 @@ per_prefix as (
             / nullif(sum(n) filter (where memory_usage_bytes is not null), 0) as mean_bytes,
         max(memory_usage_bytes) as max_bytes,
         coalesce(sum(memory_usage_bytes::hugeint * n), 0) as total_bytes,
-        max(max_elements) filter (type <> 'string') as max_elements,
+        max(max_elements) filter (where type <> 'string') as max_elements,
     from histogram
     group by run_id, env, prefix
 )

@@ -88,10 +88,10 @@ tops as (
         env,
         'bytes' as ranked_by,
         min_by(
-            {'key': key, 'prefix': prefix, 'type': type, 'encoding': encoding,
-             'elements': elements, 'memory_usage_bytes': memory_usage_bytes},
-            {'unknown': memory_usage_bytes is null,
-             'size': -coalesce(memory_usage_bytes, 0), 'key': key},
+            { 'key': key, 'prefix': prefix, 'type': type, 'encoding': encoding,
+             'elements': elements, 'memory_usage_bytes': memory_usage_bytes },
+            { 'unknown': memory_usage_bytes is null,
+             'size': -coalesce(memory_usage_bytes, 0), 'key': key },
             top_keys
         ) as keys,
     from by_bytes
@@ -103,9 +103,9 @@ tops as (
         env,
         'elements' as ranked_by,
         min_by(
-            {'key': key, 'prefix': prefix, 'type': type, 'encoding': encoding,
-             'elements': elements, 'memory_usage_bytes': memory_usage_bytes},
-            {'size': -elements, 'key': key},
+            { 'key': key, 'prefix': prefix, 'type': type, 'encoding': encoding,
+             'elements': elements, 'memory_usage_bytes': memory_usage_bytes },
+            { 'size': -elements, 'key': key },
             top_keys
         ) as keys,
     from by_elements

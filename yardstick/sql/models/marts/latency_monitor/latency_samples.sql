@@ -31,7 +31,7 @@ deduped as (
 select
     d.*,
     /* A second of a scratch experiment (one second of slack for clock rounding). */
-    exists (
+    exists(
         select 1 from {{ ref('experiment_spans') }} as s
         where s.server_run_id = d.server_run_id  /* any environment on that server */
             and d.sampled_at between s.started_at - interval 1 second

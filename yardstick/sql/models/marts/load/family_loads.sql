@@ -21,7 +21,7 @@ per_family as (
         bool_or(on_server_host) as on_server_host,
         /* Time-weighted over the intervals; ordered so every build gives the same bits. */
         sum(busy_share * interval_s order by sample_idx)
-            / nullif(sum(interval_s order by sample_idx) filter (busy_share is not null), 0)
+            / nullif(sum(interval_s order by sample_idx) filter (where busy_share is not null), 0)
             as busy_share_mean,
         max(busy_share) as busy_share_max,
         avg(run_queue) as run_queue_mean,

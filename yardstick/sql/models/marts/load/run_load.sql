@@ -22,7 +22,7 @@ per_run as (
         max(load_1m_max) as load_1m_max,
         any_value(cores) as cores,
         bool_or(on_server_host) as on_server_host,
-        string_agg(family, ', ' order by first_sampled_at, family) filter (saturated)
+        string_agg(family, ', ' order by first_sampled_at, family) filter (where saturated)
             as saturated_families,
     from families
     group by run_id, env

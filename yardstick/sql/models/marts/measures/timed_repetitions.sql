@@ -39,7 +39,7 @@ memtier as (
         '' as test,
         repetition,
         max(elapsed_s) as elapsed_s,
-        max(ops_sec) filter (op_type = 'totals') as rate,   /* ops/s */
+        max(ops_sec) filter (where op_type = 'totals') as rate,   /* ops/s */
     from {{ ref('stg_memtier') }}
     group by run_id, env, repetition
 ),

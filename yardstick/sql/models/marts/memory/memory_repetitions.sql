@@ -8,24 +8,27 @@ with readings as (
         env,
         shape,
         repetition,
-        max(used_memory_bytes) filter (phase = 'before') as before_bytes,
-        max(used_memory_bytes) filter (phase = 'after') as after_bytes,
-        max(used_memory_bytes) filter (phase = 'removed') as removed_bytes,
-        max(used_memory_rss_bytes) filter (phase = 'after') as rss_after_bytes,
-        max(mem_fragmentation_ratio) filter (phase = 'before') as fragmentation_before,
-        max(mem_fragmentation_ratio) filter (phase = 'after') as fragmentation_after,
-        max(mem_clients_normal_bytes) filter (phase = 'after')
-            - max(mem_clients_normal_bytes) filter (phase = 'before') as clients_delta_bytes,
-        max(dbsize) filter (phase = 'before') as dbsize_before,
-        max(dbsize) filter (phase = 'after') as dbsize_after,
-        max(dbsize) filter (phase = 'removed') as dbsize_removed,
-        min(taken_at) filter (phase <> 'settle') as first_taken_at,
+        max(used_memory_bytes) filter (where phase = 'before') as before_bytes,
+        max(used_memory_bytes) filter (where phase = 'after') as after_bytes,
+        max(used_memory_bytes) filter (where phase = 'removed') as removed_bytes,
+        max(used_memory_rss_bytes) filter (where phase = 'after') as rss_after_bytes,
+        max(mem_fragmentation_ratio) filter (where phase = 'before') as fragmentation_before,
+        max(mem_fragmentation_ratio) filter (where phase = 'after') as fragmentation_after,
+        max(mem_clients_normal_bytes) filter (where phase = 'after')
+            - max(mem_clients_normal_bytes) filter (where phase = 'before') as clients_delta_bytes,
+        max(dbsize) filter (where phase = 'before') as dbsize_before,
+        max(dbsize) filter (where phase = 'after') as dbsize_after,
+        max(dbsize) filter (where phase = 'removed') as dbsize_removed,
+        min(taken_at) filter (where phase <> 'settle') as first_taken_at,
         /* The wait before "before" until used_memory stopped falling (runs that did not wait
            have no settle reading: null). */
-        epoch(max(taken_at) filter (phase = 'before') - max(taken_at) filter (phase = 'settle'))
+        epoch(
+            max(taken_at) filter (where phase = 'before')
+            - max(taken_at) filter (where phase = 'settle')
+        )
             as settle_s,
-        max(used_memory_bytes) filter (phase = 'settle')
-            - max(used_memory_bytes) filter (phase = 'before') as settle_returned_bytes,
+        max(used_memory_bytes) filter (where phase = 'settle')
+            - max(used_memory_bytes) filter (where phase = 'before') as settle_returned_bytes,
     from {{ ref('stg_memory_readings') }}
     group by run_id, env, shape, repetition
 ),

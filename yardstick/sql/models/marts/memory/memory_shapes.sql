@@ -47,7 +47,7 @@ inputs as (
         greatest(max(settle_returned_bytes), 0) as settle_returned_max_bytes,
         any_value(formula_per_key) as formula_per_key,
         any_value(formula_overhead_bytes) as formula_overhead_bytes,
-        median(usage_all_mean_bytes) filter (clean) as usage_all_per_key,
+        median(usage_all_mean_bytes) filter (where clean) as usage_all_per_key,
         mode(encoding) as encoding,
         count(*) as repetitions,
     from repetitions

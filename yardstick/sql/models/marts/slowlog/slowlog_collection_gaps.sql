@@ -191,7 +191,7 @@ new_entries as (
         d.run_id,
         d.env,
         count(*) as new_entries,
-        count(*) filter (d.measurement_caused) as new_tool_entries,
+        count(*) filter (where d.measurement_caused) as new_tool_entries,
     from {{ ref('slowlog_entries_dedup') }} as d
     semi join fresh as c on c.run_id = d.run_id and c.env = d.env
     group by d.run_id, d.env

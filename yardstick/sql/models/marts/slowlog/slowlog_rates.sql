@@ -18,17 +18,17 @@ windowed as (
     select
         run_id,
         env,
-        sum(ids_logged) filter (ids_logged is not null and interval_s > 0) over last_24h
+        sum(ids_logged) filter (where ids_logged is not null and interval_s > 0) over last_24h
             as ids_24h,
-        sum(interval_s) filter (ids_logged is not null and interval_s > 0) over last_24h
+        sum(interval_s) filter (where ids_logged is not null and interval_s > 0) over last_24h
             as observed_s,
         sum(lost_entries) over last_24h as lost_24h,
         /* Intervals whose losses (and ids logged) are unknown: left out of both sums. */
-        count(run_id) filter (loss_status = 'unknown') over last_24h as unknown_intervals_24h,
+        count(run_id) filter (where loss_status = 'unknown') over last_24h as unknown_intervals_24h,
         count(run_id) over last_24h as collections_24h,
         median(gap_since_previous_s) over last_24h as median_gap_s,
         /* The busiest interval: ids logged in it (kept or lost), and the most lost in one. */
-        max(ids_logged) filter (ids_logged is not null and interval_s > 0) over last_24h
+        max(ids_logged) filter (where ids_logged is not null and interval_s > 0) over last_24h
             as max_ids_one_interval_24h,
         max(lost_entries) over last_24h as max_lost_one_interval_24h,
     from lookback

@@ -24,7 +24,7 @@ ok as (
 stalls as (
     /* Judged cells only (3 timed repetitions or more): a cell that could not be judged has
        no count, rather than a 0 that would claim it had none. */
-    select run_id, env, subject as cell, count(*) filter (stalled) as stalled_repetitions,
+    select run_id, env, subject as cell, count(*) filter (where stalled) as stalled_repetitions,
     from timed
     where judged
     group by run_id, env, subject

@@ -166,8 +166,8 @@ scanned as (
 
 prefixes as (
     select p.run_id, p.env, k.subject as prefix,
-           sum(k.value) filter (k.figure = 'ks_prefix_keys_estimated') as keys,
-           sum(k.value * m.value) filter (k.figure = 'ks_prefix_keys_estimated') as bytes,
+           sum(k.value) filter (where k.figure = 'ks_prefix_keys_estimated') as keys,
+           sum(k.value * m.value) filter (where k.figure = 'ks_prefix_keys_estimated') as bytes,
     from primaries as p
     join kept as k on k.run_id = p.run_id and k.env = p.member
     left join kept as m

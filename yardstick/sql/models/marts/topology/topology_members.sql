@@ -34,9 +34,9 @@ select
     n.master_last_io_s,
     n.connected_replicas,
     n.problem,
-    n.health is distinct from 'online' as is_down,
+    (n.health is distinct from 'online') as is_down,
     n.role = 'replica' and (
-        n.health is distinct from 'online' or n.master_link_status is distinct from 'up'
+        (n.health is distinct from 'online') or (n.master_link_status is distinct from 'up')
     ) as not_syncing,
     f.server_label,
     f.server_run_id,

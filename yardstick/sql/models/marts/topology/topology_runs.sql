@@ -15,19 +15,19 @@ node_conditions as (
         env,
         /* A node not online (failed, pfail, loading, unreachable ...), named with its state. */
         string_agg(address || ' (' || coalesce(health, 'unknown') || ')', ', ' order by address)
-            filter (health is distinct from 'online') as nodes_down_named,
+            filter (where health is distinct from 'online') as nodes_down_named,
         /* A replica whose link to its primary is not up, or that is itself not online. */
         count(*) filter (
-            role = 'replica'
+            where role = 'replica'
             and (health is distinct from 'online' or master_link_status is distinct from 'up')
         ) as replicas_not_syncing,
         string_agg(
             address || ' (' || case
-                when health is distinct from 'online' then coalesce(health, 'unknown')
+                when (health is distinct from 'online') then coalesce(health, 'unknown')
                 else 'link ' || coalesce(master_link_status, 'unknown')
             end || ')', ', ' order by address
         ) filter (
-            role = 'replica'
+            where role = 'replica'
             and (health is distinct from 'online' or master_link_status is distinct from 'up')
         ) as replicas_not_syncing_named,
         max(lag_bytes) as max_lag_bytes,

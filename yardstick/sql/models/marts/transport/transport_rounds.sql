@@ -6,7 +6,7 @@ with rounds as (
         run_id,
         env,
         round,
-        string_agg(side || ': ' || error, '; ' order by side) filter (error is not null)
+        string_agg(side || ': ' || error, '; ' order by side) filter (where error is not null)
             as error,
     from {{ ref('stg_transport') }}
     group by run_id, env, round
@@ -26,12 +26,12 @@ select
     r.env,
     coalesce(any_value(p.rounds_planned), count(*)) as rounds_planned,
     count(*) as rounds_landed,
-    count(*) filter (r.error is null) as rounds_paired,
-    count(*) filter (r.error is not null) as rounds_dropped,
+    count(*) filter (where r.error is null) as rounds_paired,
+    count(*) filter (where r.error is not null) as rounds_dropped,
     /* 1-based, as the step's reason names them ("round 2") */
-    string_agg((r.round + 1)::varchar, ', ' order by r.round) filter (r.error is not null)
+    string_agg((r.round + 1)::varchar, ', ' order by r.round) filter (where r.error is not null)
         as dropped_rounds,
-    min_by(r.error, r.round) filter (r.error is not null) as first_error,
+    min_by(r.error, r.round) filter (where r.error is not null) as first_error,
 from rounds as r
 left join planned as p on p.run_id = r.run_id and p.env = r.env
 group by r.run_id, r.env

@@ -16,8 +16,8 @@ select
     l.latest_ms,
     l.max_ms,
     count(s.sampled_at) as samples_24h,
-    count(s.sampled_at) filter (s.measurement_caused) as tool_samples_24h,
-    max(s.latency_ms) filter (not s.measurement_caused) as worst_app_24h_ms,
+    count(s.sampled_at) filter (where s.measurement_caused) as tool_samples_24h,
+    max(s.latency_ms) filter (where not s.measurement_caused) as worst_app_24h_ms,
 from {{ ref('latency_latest') }} as l
 join collections as c on c.run_id = l.run_id and c.env = l.env
 left join recent as s

@@ -20,14 +20,14 @@ phases as (
         prober_pid,
         /* The process's phases one after another (their sum is at most its total); a
            collection's family rows (run-wide, threads) are inside `measure`. */
-        sum(cpu_s) filter (cpu_scope = 'process' and phase <> 'total') as tool_cpu_s,
-        sum(children_cpu_s) filter (cpu_scope = 'process' and phase <> 'total')
+        sum(cpu_s) filter (where cpu_scope = 'process' and phase <> 'total') as tool_cpu_s,
+        sum(children_cpu_s) filter (where cpu_scope = 'process' and phase <> 'total')
             as children_cpu_s,
-        sum(wall_s) filter (cpu_scope = 'process' and phase <> 'total') as phases_wall_s,
+        sum(wall_s) filter (where cpu_scope = 'process' and phase <> 'total') as phases_wall_s,
         string_agg(phase, ', ' order by started_at)
-            filter (cpu_scope = 'process' and phase <> 'total') as phases,
-        any_value(cpu_s) filter (phase = 'total') as total_cpu_s,
-        any_value(wall_s) filter (phase = 'total') as total_wall_s,
+            filter (where cpu_scope = 'process' and phase <> 'total') as phases,
+        any_value(cpu_s) filter (where phase = 'total') as total_cpu_s,
+        any_value(wall_s) filter (where phase = 'total') as total_wall_s,
         any_value(cores) as cores,
     from {{ ref('tool_cost') }}
     where run_wide

@@ -9,7 +9,7 @@ select
     max(after_bytes) as used_memory_loaded_bytes,
     arg_max(rss_after_bytes, after_bytes) as rss_loaded_bytes,
     max(after_bytes) < 100 * 1024 * 1024 as small_dataset,
-    count(*) filter (not clean) as unclean_repetitions,
+    count(*) filter (where not clean) as unclean_repetitions,
     max(abs(clients_delta_bytes)) as clients_delta_max_bytes,
 from {{ ref('memory_repetitions') }}
 group by run_id, env

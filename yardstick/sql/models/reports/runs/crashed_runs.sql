@@ -26,10 +26,12 @@ select
     u.tables,
     l.next_run_id,
     case
-        when l.next_run_id is not null then 'no run row; a later run (' || l.next_run_id || ') finished'
+        when
+            l.next_run_id is not null
+            then 'no run row; a later run (' || l.next_run_id || ') finished'
         else 'no run row 24 hours after it started'
     end as why,
 from unfinished as u
 left join later as l on l.env = u.env and l.run_id = u.run_id
-where l.next_run_id is not null or u.started_at < now() - interval 24 hours
+where l.next_run_id is not null or u.started_at < now() - interval '24 hours'
 order by u.env, u.run_id

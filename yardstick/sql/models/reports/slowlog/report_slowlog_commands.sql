@@ -5,8 +5,8 @@ select
     e.run_id,
     e.env,
     e.command,
-    count(*) filter (not e.measurement_caused) as app_entries,
-    count(*) filter (e.measurement_caused) as tool_entries,
+    count(*) filter (where not e.measurement_caused) as app_entries,
+    count(*) filter (where e.measurement_caused) as tool_entries,
     median(e.duration_us) as median_us,
     max(e.duration_us) as max_us,
 from {{ ref('slowlog_entries_24h') }} as e

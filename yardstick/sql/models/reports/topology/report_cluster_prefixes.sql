@@ -3,9 +3,10 @@
 with cluster as (
     select
         run_id, env, subject as prefix,
-        max(value) filter (figure = 'cluster_prefix_keys') as prefix_keys,
-        max(value) filter (figure = 'cluster_prefix_bytes') as prefix_bytes,
-        max(value) filter (figure = 'cluster_prefix_share_of_used_memory') as share_of_used_memory,
+        max(value) filter (where figure = 'cluster_prefix_keys') as prefix_keys,
+        max(value) filter (where figure = 'cluster_prefix_bytes') as prefix_bytes,
+        max(value) filter (where figure = 'cluster_prefix_share_of_used_memory')
+            as share_of_used_memory,
     from {{ ref('figures') }}
     where figure in (
         'cluster_prefix_keys', 'cluster_prefix_bytes', 'cluster_prefix_share_of_used_memory'

@@ -12,10 +12,11 @@ member_figures as (
     select
         f.run_id,
         f.env,
-        max(f.value) filter (f.figure = 'rtt_client_p50_us') as rtt_client_p50_us,
-        max(f.value) filter (f.figure = 'rtt_client_p99_us') as rtt_client_p99_us,
-        max(f.value) filter (f.figure = 'server_ping_usec_per_call') as server_ping_usec_per_call,
-        max(f.value) filter (f.figure = 'slowlog_entries_new') as slowlog_entries_new,
+        max(f.value) filter (where f.figure = 'rtt_client_p50_us') as rtt_client_p50_us,
+        max(f.value) filter (where f.figure = 'rtt_client_p99_us') as rtt_client_p99_us,
+        max(f.value) filter (where f.figure = 'server_ping_usec_per_call')
+            as server_ping_usec_per_call,
+        max(f.value) filter (where f.figure = 'slowlog_entries_new') as slowlog_entries_new,
     from {{ ref('figures') }} as f
     semi join nodes as n on n.run_id = f.run_id and n.member = f.env
     where f.subject = ''
@@ -25,7 +26,7 @@ member_figures as (
 member_steps as (
     select s.run_id, s.env,
            string_agg(s.family || ' ' || s.status, ', ' order by s.family)
-               filter (s.status not in ('ok', 'skipped')) as steps_not_ok,
+               filter (where s.status not in ('ok', 'skipped')) as steps_not_ok,
     from {{ ref('steps') }} as s
     semi join nodes as n on n.run_id = s.run_id and n.member = s.env
     group by s.run_id, s.env

@@ -17,7 +17,8 @@ renamed as (
         children_cpu_s,   /* processes it started and reaped: redis-benchmark, redis-cli, … */
         server_cpu_s,     /* a Prefect server it started; null: none */
         peak_rss_bytes,
-        rss_source,       /* VmHWM (reset at the phase start) | ru_maxrss (since the process start) */
+        rss_source,
+        /* VmHWM (reset at the phase start) | ru_maxrss (since the process start) */
         wall_s,
         started_at,
         finished_at,

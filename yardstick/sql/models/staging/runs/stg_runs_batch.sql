@@ -13,7 +13,8 @@ renamed as (
         started_at,
         finished_at,
         duration_s,
-        status,        /* ok | partial | failed | interrupted | missing (its site's run never ran) */
+        status,
+        /* ok | partial | failed | interrupted | missing (its site's run never ran) */
         error,
         mode,          /* scratch | read-only */
         transport,
