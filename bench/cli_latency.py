@@ -83,7 +83,6 @@ def build_warehouse(work: Path, nights: int) -> Path:
     RTT stepping up by a third two thirds of the way: trend has a series with a change point."""
     import random
 
-    sys.path.insert(0, str(REPO / "tests"))
     from lakes import digest, fingerprint, new_run, ping, runs_row, steps
 
     from yardstick.storage import warehouse

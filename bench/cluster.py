@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from _harness import Bench, interleaved, load_line, prefect_server  # noqa: E402
 
 # The read-only families a quick nightly run measures on each node.

@@ -6,7 +6,7 @@
 
 Builds a synthetic warehouse in a DuckDB file: `raw.raw_keyspace_keys` with --rows per-key rows
 (the lake's `keyspace_keys` columns, tasks/keyspace.py: prefixes, types, encodings and sizes
-shaped like bench/_schedule.py's key space, MEMORY USAGE in allocator-like size classes as a
+shaped like tests/lakes/schedule.py's key space, MEMORY USAGE in allocator-like size classes as a
 server answers, so with many ties (`--sizes continuous`: every key nearly its own size, the
 worst case), a few keys without MEMORY USAGE or element count, encodings read for one key in
 16 after the first 4096), one
@@ -42,7 +42,7 @@ from _harness import Bench, copy_sql, load_line  # noqa: E402
 # Issue 37: each per-key model costs at most this many plain scans of its rows.
 TARGET_RATIO = 3.0
 PER_KEY_RELATION = "stg_keyspace_keys"
-# Key-space prefixes as bench/_schedule.py draws them: (prefix, share, type, encoding,
+# Key-space prefixes as tests/lakes/schedule.py draws them: (prefix, share, type, encoding,
 # typical elements, bytes per element).
 PREFIXES = [
     ("user:", 0.30, "hash", "listpack", 8, 22.0),

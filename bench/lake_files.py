@@ -5,7 +5,7 @@ environments x 365 days by the formulas below (both printed; JSON with --json).
     .venv/bin/python bench/lake_files.py [--envs 3] [--rounds 26] [--round-s 4]
         [--target-envs 50] [--target-days 365] [--detail-days 30] [--json PATH] [--tiny]
 
-Both schemes land the same real-shaped environments (bench/_schedule.py: a nightly run, then
+Both schemes land the same real-shaped environments (tests/lakes/schedule.py: a nightly run, then
 collection rounds, each round one commit per table for every environment, lake.batch as
 flows/collect.py lands them) on a lake of their own, and run after each round the collection
 flow's compaction call: today's (`min_files=25`, the month's file merged, replaced files kept
@@ -48,8 +48,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _schedule as sched  # noqa: E402
 from _harness import Bench  # noqa: E402
+from lakes import schedule as sched  # noqa: E402
 
 from yardstick.flows.collect import COLLECT_TABLES, COMPACT_AFTER_FILES  # noqa: E402
 from yardstick.storage import compaction, lake  # noqa: E402

@@ -8,7 +8,7 @@ PUT per file), on local disk and on moto's S3 server on loopback, in one run.
 Each round lands a new collection (its own run id) of every environment into each lake, the
 variants' order rotated round by round (bench/_harness.interleaved); the figure is the median
 seconds of one collection. The tables are one collection's as the real shape gives them
-(bench/_schedule.py from bench/real_shape.json: SLOWLOG, latency monitor, counters, steps,
+(tests/lakes/schedule.py from bench/real_shape.json: SLOWLOG, latency monitor, counters, steps,
 runs). Before the rounds, each Delta lake holds `--history` collections already, so the log
 replay each commit starts with is that of a lake in use (checkpoints every 50 commits), not of
 an empty one. What is measured is the client's cost plus moto's, not a network's: a real
@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness  # noqa: E402 - beside this file, not a package
-import _schedule as sched  # noqa: E402
+from lakes import schedule as sched  # noqa: E402
 
 from yardstick.storage import lake, lakefs  # noqa: E402
 

@@ -13,14 +13,14 @@ and written as JSON (--json; bench/readme_table.py turns it into docs/scale.md's
 Small check: --tiny (--envs 2 --days 4 --collections-per-day 4 --keys 500 --rounds 1
 --no-double: nearly all of it the warehouse updates; tests/test_benches.py runs it).
 
-Nights and collections are shaped like real ones (bench/_schedule.py, from bench/real_shape.json:
-every table a real scratch nightly, read-only nightly and collection landed, with their row
-counts; collections land only the SLOWLOG entries and latency samples new since the last).
-The self-check fails the bench (exit 1) when the tool declares a table the real shape has
-never seen (any table of yardstick/storage/schemas.py, a family's or the run's own such as
-family_load: the message names it and says how to re-take the shape), or when a table the
-real run landed is not generated; and when landing and
-compacting with yardstick.storage gives other rows, or more files, than the direct writer.
+Nights and collections are shaped like real ones (tests/lakes/schedule.py, from
+bench/real_shape.json: every table a real scratch nightly, read-only nightly and collection
+landed, with their row counts; collections land only the SLOWLOG entries and latency samples
+new since the last). The self-check fails the bench (exit 1) when the tool declares a table
+the real shape has never seen (any table of yardstick/storage/schemas.py, a family's or the
+run's own such as family_load: the message names it and says how to re-take the shape), or
+when a table the real run landed is not generated; and when landing and compacting with
+yardstick.storage gives other rows, or more files, than the direct writer.
 
 The lake is assembled from a store of generated units (one environment's month as compaction
 leaves it: one data file per table, sorted by run id; one night's detail files, one per run)
@@ -68,8 +68,8 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _harness  # noqa: E402 - beside this file, not a package
-import _schedule as sched  # noqa: E402
 from _harness import Bench, copy_sql  # noqa: E402
+from lakes import schedule as sched  # noqa: E402
 
 from yardstick.storage import compaction, lake  # noqa: E402
 from yardstick.storage.schemas import file_schema  # noqa: E402

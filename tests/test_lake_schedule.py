@@ -1,21 +1,16 @@
-"""bench/_schedule.py, the synthetic schedule the retention and lake-files benches land: it
+"""tests/lakes/schedule.py, the synthetic schedule the retention and lake-files benches land: it
 knows every table the tool declares, follows the declared schemas, and its collections land
 only what is new. (Running the benches: tests/test_benches.py.)"""
 
 from __future__ import annotations
 
-import sys
 from datetime import timedelta
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
 
 
 def test_the_real_shape_knows_every_declared_table():
     """Every table the tool declares for a run kind is in bench/real_shape.json (else: run
     bench/real_shape.py); quick, without the bench."""
-    import _schedule
+    from lakes import schedule as _schedule
 
     assert _schedule.unknown_tables() == {}
 
@@ -23,8 +18,8 @@ def test_the_real_shape_knows_every_declared_table():
 def test_generator_follows_the_declared_schema(monkeypatch):
     """A column added to a table is generated (null: the real shape has not seen it), a
     column dropped is left out; nothing crashes."""
-    import _schedule
     import pyarrow as pa
+    from lakes import schedule as _schedule
 
     from yardstick.storage import schemas
 
@@ -47,7 +42,7 @@ def test_generator_follows_the_declared_schema(monkeypatch):
 def test_collections_land_only_what_is_new():
     """Each collection's SLOWLOG entries are above its cursor, at most 5 of them (the stream's
     new entries), and the cursor is the previous collection's newest id on the same server."""
-    import _schedule
+    from lakes import schedule as _schedule
 
     day = _schedule.TONIGHT - timedelta(days=1)
     tables = _schedule.collection_tables(0, [day], 24)
