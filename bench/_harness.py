@@ -19,16 +19,14 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from yardstick.host.embedded import free_port
+from yardstick.host.embedded import free_port  # noqa: F401 - the benches' one free-port helper
 
 REPO = Path(__file__).resolve().parents[1]
 # The synthetic lakes (tests/lakes/: hand-made runs, and schedules at scale) and the tests'
-# topologies, importable as the tests import them: the one place a bench's path is extended.
+# topologies, importable as the tests import them: the one place a bench reaches into tests/.
 if str(REPO / "tests") not in sys.path:
     sys.path.append(str(REPO / "tests"))
 FORMAT = "yardstick-bench/1"  # the record's format, bumped when its harness keys change
-
-__all__ = ["REPO", "Bench", "Figure", "free_port", "interleaved", "prefect_server"]
 
 
 @dataclass(frozen=True)
