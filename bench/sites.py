@@ -647,19 +647,13 @@ def main() -> int:
     workers: list[subprocess.Popen] = []
     redis_servers: list = []
     try:
-        api_url = stack.enter_context(prefect_server(work / "server")).api_url
-        # Prefect reads its settings when imported: point this process at the server first.
-        for key in [k for k in os.environ if k.startswith("PREFECT_")]:
-            del os.environ[key]
-        os.environ.update(
-            QUIET_PREFECT,
-            PREFECT_API_URL=api_url,
-            PREFECT_HOME=str(work / "hub" / "prefect"),
-            PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW="ignore",
-        )
+        # This process is the hub: pointed at the server (Prefect reads its settings when
+        # imported, which starting the server does: the settings go in with it).
+        hub = {**QUIET_PREFECT, "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore"}
+        server = stack.enter_context(prefect_server(work / "server", use_here=True, settings=hub))
+        api_url = server.api_url
         # A dbt state of its own: no lock shared with test runs on this machine.
         os.environ["YARDSTICK_DBT_STATE"] = str(work / "dbt-state")
-        (work / "hub" / "prefect").mkdir(parents=True)
 
         from prefect.client.orchestration import get_client
         from prefect.client.schemas.actions import WorkPoolCreate
