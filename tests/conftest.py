@@ -103,6 +103,26 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
+# Parametrised tests whose cases are each a unit of work (a bench's tiny run of a minute or
+# more): `--dist loadscope` spreads them over the workers instead of one module on one.
+OWN_SCOPE_TESTS = ("tests/test_benches.py::test_bench_runs_tiny[",)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadscope`, but with each case of OWN_SCOPE_TESTS a scope of its own."""
+    if config.getoption("dist", None) != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith(OWN_SCOPE_TESTS):
+                return nodeid
+            return super()._split_scope(nodeid)
+
+    return Scheduling(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put the slow modules first, and mark every test that reaches a Redis server."""
     rank = {name: i for i, name in enumerate(SLOW_MODULES)}
