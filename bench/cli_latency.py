@@ -17,7 +17,6 @@ then `--tree before=/tmp/cli-before`). The warehouse is built once from a synthe
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -29,13 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402 - beside this file, not a package
-    REPO,
-    environment_record,
-    interleaved,
-    load_line,
-    write_json,
-)
+from _harness import REPO, Bench, interleaved, load_line  # noqa: E402 - beside this file
 
 ENV = "bench-cli"
 FIGURE = "rtt_client_p99_us"
@@ -90,7 +83,6 @@ def build_warehouse(work: Path, nights: int) -> Path:
     RTT stepping up by a third two thirds of the way: trend has a series with a change point."""
     import random
 
-    sys.path.insert(0, str(REPO / "tests"))
     from lakes import digest, fingerprint, new_run, ping, runs_row, steps
 
     from yardstick.storage import warehouse
@@ -158,20 +150,17 @@ def imports_and_peak(root: str, args: list[str], cwd: Path, env: dict[str, str])
 
 def main() -> None:
     """Measure every command on every checkout, print a table, write the JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7, help="runs of each command (median)")
-    parser.add_argument("--tiny", action="store_true", help="1 round, 9 nights: the test size")
-    parser.add_argument("--nights", type=int, default=30, help="nights in the built warehouse")
-    parser.add_argument("--warehouse", type=Path, help="an existing warehouse (with --env-name)")
-    parser.add_argument("--env-name", default=ENV, help="its environment for `trend`")
-    parser.add_argument(
+    harness = Bench("cli_latency", __doc__, rounds=7, tiny="1 round, 9 nights")
+    harness.add_argument("--nights", type=int, default=30, help="nights in the built warehouse")
+    harness.add_argument("--warehouse", type=Path, help="an existing warehouse (with --env-name)")
+    harness.add_argument("--env-name", default=ENV, help="its environment for `trend`")
+    harness.add_argument(
         "--tree", action="append", default=[], metavar="LABEL=DIR",
         help="also measure the CLI of this checkout (repeat for more)",
     )  # fmt: skip
-    parser.add_argument("--root", type=Path, default=Path("/work/bench-tmp"))
-    parser.add_argument("--json", type=Path, help="write the figures here")
-    parser.add_argument("--keep", action="store_true", help="keep the work folder")
-    args = parser.parse_args()
+    harness.add_argument("--root", type=Path, default=Path("/work/bench-tmp"))
+    harness.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = harness.parse()
     rounds, nights = (1, 9) if args.tiny else (args.rounds, args.nights)
     trees = {"here": ""} | dict(t.split("=", 1) for t in args.tree)
 
@@ -239,9 +228,11 @@ def main() -> None:
             f"{r['peak_rss_bytes'] / 2**20:8.0f} {','.join(map(str, r['exit_codes'])):5} "
             f"{', '.join(r['heavy_imports']) or '-'}"
         )
+    for r in results:
+        harness.figure(f"{r['tree']}/{r['command']}/wall_s", r["wall_s"], "s", target=1.0)
+        harness.figure(f"{r['tree']}/{r['command']}/cpu_s", r["cpu_s"], "CPU-s")
+        harness.figure(f"{r['tree']}/{r['command']}/peak_rss_bytes", r["peak_rss_bytes"], "B")
     record = {
-        "bench": "cli_latency",
-        "environment": environment_record(),
         "rounds": rounds,
         "nights": None if args.warehouse else nights,
         "warehouse_build_s": build_s,
@@ -249,9 +240,7 @@ def main() -> None:
         "target_wall_s": 1.0,
         "results": results,
     }
-    if args.json:
-        write_json(args.json, record)
-        print(f"figures: {args.json}")
+    harness.write(args.json, record)
 
 
 if __name__ == "__main__":

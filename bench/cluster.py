@@ -15,14 +15,13 @@ order rotated each round. Prefect runs against a private server of its own (as `
 run` does), its state under <root>. The servers are the tests' (tests/topologies.py; the
 newest redis-server, YARDSTICK_REDIS_SERVER pins one).
 
---tiny (tests/test_bench_cluster.py): one round of the families that take no measurement
+--tiny (tests/test_benches.py): one round of the families that take no measurement
 window (no round trip, no key-space scan), one collection: it runs and its JSON holds every
 figure, so a schema change cannot break the bench unseen. The bench fails (exit 1) when any
 node's measurement or collection did not end ok."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -31,8 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from _common import environment_record, interleaved, load_line, write_json  # noqa: E402
+from _harness import Bench, interleaved, load_line, prefect_server  # noqa: E402
 
 # The read-only families a quick nightly run measures on each node.
 READ_FAMILIES = [
@@ -53,29 +51,17 @@ FIGURES = (
 
 
 def _private_prefect(root: Path):
-    """A private Prefect API server for this process (as the CLI starts one); returns a
+    """The app's private Prefect server for this process (as the CLI starts one); returns a
     callable that stops it."""
-    from yardstick.app.runtime import configure_prefect
+    from contextlib import ExitStack
 
-    for key in [k for k in os.environ if k.startswith("PREFECT_")]:
-        del os.environ[key]
-    home = configure_prefect(root / "state")
-    os.environ["PREFECT_LOGGING_LEVEL"] = "WARNING"
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    from yardstick.app.prefect_server import PrivatePrefectServer
+    stack = ExitStack()
+    quiet = {"PREFECT_LOGGING_LEVEL": "WARNING"}
+    stack.enter_context(prefect_server(root / "state" / "prefect", use_here=True, settings=quiet))
     from yardstick.flows.hostlock import PRIVATE_API_VARIABLE
 
-    server = PrivatePrefectServer(home).spawn().wait()
     os.environ[PRIVATE_API_VARIABLE] = "1"
-    settings = temporary_settings(updates={PREFECT_API_URL: server.api_url})
-    settings.__enter__()
-
-    def stop() -> None:
-        settings.__exit__(None, None, None)
-        server.stop()
-
-    return stop
+    return stack.close
 
 
 def _measure_flow():
@@ -96,14 +82,11 @@ def _measure_flow():
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--mode", choices=["read-only", "scratch"], default="read-only")
-    parser.add_argument("--families", help="comma-separated (default: the read-only families)")
-    parser.add_argument("--root", type=Path, help="work folder (default: a temporary one)")
-    parser.add_argument("--json", type=Path, help="default: <root>/cluster.json")
-    parser.add_argument("--tiny", action="store_true", help="1 round, no measurement windows")
-    args = parser.parse_args()
+    harness = Bench("cluster", __doc__, rounds=3, tiny="1 round, no measurement windows")
+    harness.add_argument("--mode", choices=["read-only", "scratch"], default="read-only")
+    harness.add_argument("--families", help="comma-separated (default: the read-only families)")
+    harness.add_argument("--root", type=Path, help="work folder (default: a temporary one)")
+    args = harness.parse()
     if args.tiny:
         args.rounds = 1
     families = (
@@ -196,9 +179,10 @@ def main() -> int:
         "collect_ratio": statistics.median(collect_ratios),
         "collect_cluster_call_s": statistics.median(collections["cluster_call"]),
     }
+    units = {"fanout_ratio": "ratio", "fanout_ratio_per_node": "ratio", "collect_ratio": "ratio"}
+    for name, value in figures.items():
+        harness.figure(name, value, units.get(name, "s"))
     record = {
-        "bench": "cluster",
-        "environment": environment_record(),
         "settings": {
             "rounds": args.rounds,
             "mode": args.mode,
@@ -211,7 +195,8 @@ def main() -> int:
         "measured": {"measure_s": measures, "collect_s": collections},
         "self_check": {"ok": not problems, "problems": problems},
     }
-    path = write_json(args.json or root / "cluster.json", record)
+    path = args.json or root / "cluster.json"
+    harness.write(path, record)
     print(
         f"measure: cluster {figures['cluster_measure_s']:.2f} s, standalone "
         f"{figures['standalone_measure_s']:.2f} s, ratio {figures['fanout_ratio']:.2f} "

@@ -26,7 +26,6 @@ Prints JSON (and writes it with --json). Targets (issue 36): <= 3 CPU-s all-in, 
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -37,8 +36,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment_record, load_line, write_json  # noqa: E402
-from prefect_db import prefect_env, start_server  # noqa: E402
+from _harness import Bench as Harness  # noqa: E402 - beside this file, not a package
+from _harness import load_line, prefect_env, prefect_server  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # The SLOWLOG and latency monitor thresholds of the bench's servers, and the command that
@@ -153,12 +152,10 @@ class Bench:
             lines += [f"  - name: e{n:03d}", f"    url: {server.url}", "    mode: read-only"]
         self.config.write_text("\n".join(lines) + "\n")
         self.home = root / "prefect-server"
-        self.home.mkdir(parents=True, exist_ok=True)
-        from _common import free_port
-
-        self.port = free_port()
-        self.prefect = start_server(self.home, self.port, root / "prefect-server.log")
-        self.api_url = f"http://127.0.0.1:{self.port}/api"
+        self._server = prefect_server(self.home)
+        server = self._server.__enter__()
+        self.prefect = server.process  # its CPU is the server's share of a round
+        self.api_url = server.api_url
         self.log = root / "children.log"
 
     def env(self, code: Path | None, api: bool) -> dict[str, str]:
@@ -230,11 +227,8 @@ class Bench:
         return (tree_cpu_s(self.prefect.pid) - before) / seconds
 
     def stop(self) -> None:
-        self.prefect.terminate()
-        try:
-            self.prefect.wait(10)
-        except subprocess.TimeoutExpired:
-            self.prefect.kill()
+        """Stop the Prefect server and the redis-servers."""
+        self._server.__exit__(None, None, None)
         for server in self.servers:
             server.stop()
 
@@ -325,10 +319,11 @@ def compare_codes(bench: Bench, other: Path, rounds_of_history: int = 3) -> dict
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness = Harness(
+        "collect_round", __doc__, rounds=3, tiny="2 environments, 1 round, no warm-up"
+    )
+    parser = harness.parser
     parser.add_argument("--envs", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json", type=Path)
     parser.add_argument("--root", type=Path, help="work folder (default: a temporary one)")
     parser.add_argument("--compare-to", type=Path, help="a worktree of an earlier commit")
     parser.add_argument(
@@ -345,7 +340,9 @@ def main() -> int:
     parser.add_argument(
         "--py-spy", type=Path, help="also record one round of this code (collapsed stacks)"
     )
-    args = parser.parse_args()
+    args = harness.parse()
+    if args.tiny:
+        args.envs, args.rounds, args.no_warm_up, args.idle_s = 2, 1, True, 0.5
     root = args.root or Path(tempfile.mkdtemp(prefix="yardstick-bench-round-"))
     root.mkdir(parents=True, exist_ok=True)
     codes: dict[str, Path | None] = {"this": None}
@@ -353,12 +350,10 @@ def main() -> int:
         codes["other"] = overlay(args.compare_to.resolve(), root / "other-code")
     bench = Bench(root, args.envs)
     result: dict = {
-        "bench": "collect_round",
         "envs": args.envs,
         "rounds": args.rounds,
         "warm_up": not args.no_warm_up,
         "targets": {"all_in_cpu_s": TARGET_CPU_S, "wall_s": TARGET_WALL_S},
-        **environment_record(),
     }
     try:
         result["server_idle_cpu_s_per_s"] = bench.idle_server_cpu_s(args.idle_s)
@@ -393,11 +388,19 @@ def main() -> int:
         bench.stop()
         if not args.keep and not args.root:
             shutil.rmtree(root, ignore_errors=True)
-    if args.json:
-        write_json(args.json, result)
+    for way, by_code in result.get("results", {}).items():
+        for name, figures in by_code.items():
+            median = figures["median"]
+            harness.figure(f"{way}/{name}/wall_s", median["wall_s"], "s", TARGET_WALL_S)
+            harness.figure(f"{way}/{name}/cpu_s", median["cpu_s"], "CPU-s")
+            if "all_in_cpu_s" in median:
+                harness.figure(
+                    f"{way}/{name}/all_in_cpu_s", median["all_in_cpu_s"], "CPU-s", TARGET_CPU_S
+                )
+    harness.figure("server_idle_cpu_s_per_s", result["server_idle_cpu_s_per_s"], "CPU-s/s")
     import json
 
-    print(json.dumps(result, indent=1, default=str))
+    print(json.dumps(harness.write(args.json, result), indent=1, default=str))
     return 0
 
 

@@ -1,12 +1,14 @@
 """One collection of one environment under a real worker: where its wall time goes.
 
-    .venv/bin/python bench/collect_wall.py [--runs 5] [--paths new old] [--home DIR] [--keep]
+    .venv/bin/python bench/collect_wall.py [--rounds 5] [--paths new old] [--home DIR] [--keep]
+        [--json PATH] [--tiny]
 
-Starts a real `prefect server` (SQLite under a project-local PREFECT_HOME, wiped first), a
+Starts the app's own Prefect server (bench/_harness.prefect_server: SQLite under a
+project-local PREFECT_HOME, wiped first), a
 `process` work pool and worker, one redis-server on a free loopback port and an
 environments.yaml beside it; deploys the collect flow with `prefect deploy` (the repository's
 prefect.yaml pull step, PWD set to the repository) and runs it with `run_deployment`. The
-old path (bench/collect_tasks.py: task runs per environment and family) is deployed beside
+old path (bench/_collect_tasks.py: task runs per environment and family) is deployed beside
 it. For each run it prints, from the flow run's state history:
 
 - queue: Scheduled -> Pending (the worker's poll; 1 s here, PREFECT_WORKER_QUERY_SECONDS),
@@ -20,7 +22,6 @@ time of the flow module alone, and the database rows each run added. Figures onl
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -29,18 +30,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from prefect_db import SHOWN, free_port, prefect_env, settled, start_server  # noqa: E402
+from _harness import Bench, prefect_server  # noqa: E402 - beside this file, not a package
+from prefect_db import SHOWN, settled  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PREFECT = Path(sys.executable).parent / "prefect"
 POOL = "yardstick-bench"
 ENTRYPOINTS = {
     "new": ("yardstick/flows/collect.py:collect", "yardstick.flows.collect"),
-    "old": ("bench/collect_tasks.py:collect_with_tasks", "collect_tasks"),
+    "old": ("bench/_collect_tasks.py:collect_with_tasks", "_collect_tasks"),
 }
 TIME_MARK = "YARDSTICK_TIME"
 TIME_LINE = re.compile(
@@ -139,34 +142,21 @@ def one_run(deployment: str, params: dict, job_vars: dict, worker_log: Path) -> 
 
 def main() -> None:
     """Start everything, deploy both paths, run each several times, print."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--paths", nargs="+", choices=["new", "old"], default=["new", "old"])
-    parser.add_argument("--home", type=Path, default=REPO / ".yardstick" / "bench-collect-wall")
-    parser.add_argument("--keep", action="store_true", help="keep PREFECT_HOME afterwards")
-    args = parser.parse_args()
+    harness = Bench("collect_wall", __doc__, rounds=5, tiny="1 run of the new path")
+    harness.add_argument("--paths", nargs="+", choices=["new", "old"], default=["new", "old"])
+    harness.add_argument("--home", type=Path, default=REPO / ".yardstick" / "bench-collect-wall")
+    harness.add_argument("--keep", action="store_true", help="keep PREFECT_HOME afterwards")
+    args = harness.parse()
+    if args.tiny:
+        args.rounds, args.paths = 1, ["new"]
 
     home: Path = args.home
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
-    port = free_port()
-    api_url = f"http://127.0.0.1:{port}/api"
-    print(f"prefect server on 127.0.0.1:{port}, PREFECT_HOME={home}")
-    server = start_server(home, port, home / "server.log")
-    env = {
-        **prefect_env(home),
-        "PREFECT_API_URL": api_url,
-        "PWD": str(REPO),
-        "PREFECT_WORKER_QUERY_SECONDS": "1",
-    }
-    for key in [k for k in os.environ if k.startswith("PREFECT_")]:
-        del os.environ[key]
-    os.environ.update(
-        PREFECT_HOME=str(home),
-        PREFECT_API_URL=api_url,
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        DO_NOT_TRACK="1",
-    )
+    stack = ExitStack()
+    server = stack.enter_context(prefect_server(home, use_here=True))
+    print(f"prefect server at {server.api_url}, PREFECT_HOME={home}")
+    env = {**os.environ, "PWD": str(REPO), "PREFECT_WORKER_QUERY_SECONDS": "1"}
     from yardstick.host.embedded import RedisProcess
 
     redis_server = RedisProcess().start()
@@ -210,29 +200,39 @@ def main() -> None:
         for path in args.paths:
             params = {"config_path": str(config), "lake_dir": str(work / f"lake-{path}")}
             deployment = f"yardstick-collect/bench-{path}"
-            print(f"{path}: warm-up run, then {args.runs} runs of {deployment} ...")
+            print(f"{path}: warm-up run, then {args.rounds} runs of {deployment} ...")
             one_run(deployment, params, job_vars[path], worker_log)  # first: flow row, limit
             before = settled(home / "prefect.db")
             results[path] = [
-                one_run(deployment, params, job_vars[path], worker_log) for _ in range(args.runs)
+                one_run(deployment, params, job_vars[path], worker_log) for _ in range(args.rounds)
             ]
             after = settled(db)
             rows[path] = {
-                t: (after.rows.get(t, 0) - before.rows.get(t, 0)) / args.runs for t in after.rows
+                t: (after.rows.get(t, 0) - before.rows.get(t, 0)) / args.rounds for t in after.rows
             }
-            rows[path]["KiB in use"] = (after.used_bytes - before.used_bytes) / args.runs / 1024
+            rows[path]["KiB in use"] = (after.used_bytes - before.used_bytes) / args.rounds / 1024
             for table in ("events", "event_resources", "log", "flow_run_state", "task_run_state"):
                 grown = after.table_bytes.get(table, 0) - before.table_bytes.get(table, 0)
-                rows[path][f"KiB {table}"] = grown / args.runs / 1024
+                rows[path][f"KiB {table}"] = grown / args.rounds / 1024
             imports[path] = cold_import_s(ENTRYPOINTS[path][1], env)
         report(results, rows, imports)
+        for path, runs in results.items():
+            for attr in ("body_s", "start_s", "total_s", "process_wall_s", "cpu_s"):
+                value = statistics.median(getattr(r, attr) for r in runs)
+                harness.figure(f"{path}/{attr}", value, "CPU-s" if attr == "cpu_s" else "s")
+            added = sum(v for t, v in rows[path].items() if not t.startswith("KiB"))
+            harness.figure(f"{path}/rows", added, "rows per run")
+            harness.figure(f"{path}/cold_import_s", imports[path], "s")
+        harness.write(
+            args.json,
+            {"runs": {p: [asdict(r) for r in rs] for p, rs in results.items()}, "rows": rows},
+        )
     finally:
         if worker is not None:
             worker.terminate()
             worker.wait(timeout=30)
         redis_server.stop()
-        server.terminate()
-        server.wait(timeout=30)
+        stack.close()
         shutil.rmtree(work, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(home, ignore_errors=True)

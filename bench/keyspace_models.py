@@ -1,12 +1,12 @@
 """The per-key models' cost against a plain scan of the same rows (issue 37: within 3x).
 
     .venv/bin/python bench/keyspace_models.py [--rows 8000000] [--keys-per-scan 200000]
-        [--top-keys 10] [--repeat 3] [--sizes classes|continuous] [--root /work/bench-tmp]
+        [--top-keys 10] [--rounds 3] [--sizes classes|continuous] [--root /work/bench-tmp]
         [--json out.json]
 
 Builds a synthetic warehouse in a DuckDB file: `raw.raw_keyspace_keys` with --rows per-key rows
 (the lake's `keyspace_keys` columns, tasks/keyspace.py: prefixes, types, encodings and sizes
-shaped like bench/_schedule.py's key space, MEMORY USAGE in allocator-like size classes as a
+shaped like tests/lakes/schedule.py's key space, MEMORY USAGE in allocator-like size classes as a
 server answers, so with many ties (`--sizes continuous`: every key nearly its own size, the
 worst case), a few keys without MEMORY USAGE or element count, encodings read for one key in
 16 after the first 4096), one
@@ -17,7 +17,7 @@ sql/models/: a new per-key model is measured without editing this file) and take
 compiled SQL from dbt's target/. Each model's SQL, and a plain scan (every column those models
 read, decoded once: `sum(length(key))`, `sum(elements)`, ...), runs in a fresh child process
 (`create temp table ... as <sql>`, the warehouse's DuckDB settings: threads, memory bound),
---repeat times, interleaved; per query the child reports its CPU seconds (time.process_time:
+--rounds times, interleaved; per query the child reports its CPU seconds (time.process_time:
 every DuckDB thread) and peak RSS (VmHWM, reset just before the query). Printed: the median
 CPU-s, the peak memory, and the ratio model / scan, with the 3x target. JSON with --json.
 """
@@ -37,12 +37,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import copy_sql, environment_record, load_line, write_json  # noqa: E402
+from _harness import Bench, copy_sql, load_line  # noqa: E402
 
 # Issue 37: each per-key model costs at most this many plain scans of its rows.
 TARGET_RATIO = 3.0
 PER_KEY_RELATION = "stg_keyspace_keys"
-# Key-space prefixes as bench/_schedule.py draws them: (prefix, share, type, encoding,
+# Key-space prefixes as tests/lakes/schedule.py draws them: (prefix, share, type, encoding,
 # typical elements, bytes per element).
 PREFIXES = [
     ("user:", 0.30, "hash", "listpack", 8, 22.0),
@@ -393,7 +393,7 @@ def summary(runs: list[dict]) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     """Build, measure every query interleaved, and return the record."""
-    from _common import interleaved
+    from _harness import interleaved
 
     work = args.root / f"keyspace-models-{os.getpid()}"
     shutil.rmtree(work, ignore_errors=True)
@@ -425,7 +425,7 @@ def run(args: argparse.Namespace) -> dict:
         for model, check in reference.items():
             print(f"{model}: {'equal to' if check['equal'] else 'DIFFERS from'} its sort-based "
                   f"definition ({check['rows']} rows)")  # fmt: skip
-        interleaved({name: once(name) for name in queries}, args.repeat)
+        interleaved({name: once(name) for name in queries}, args.rounds)
         figures = {name: summary(found) for name, found in runs.items()}
         scan_cpu_s = figures["scan"]["cpu_s"]
         for name, fig in figures.items():
@@ -435,13 +435,11 @@ def run(args: argparse.Namespace) -> dict:
                     fig["ratio_to_scan"] is not None and fig["ratio_to_scan"] <= TARGET_RATIO
                 )
         return {
-            "bench": "keyspace_models",
-            "environment": environment_record(),
             "rows": args.rows,
             "keys_per_scan": args.keys_per_scan,
             "top_keys": args.top_keys,
             "sizes": args.sizes,
-            "repeat": args.repeat,
+            "rounds": args.rounds,
             "target_ratio": TARGET_RATIO,
             "how": "the real dbt models run on a synthetic warehouse; each model's compiled SQL "
             "and a plain scan timed in fresh child processes",
@@ -483,11 +481,11 @@ def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
         child(Path(sys.argv[2]), Path(sys.argv[3]))
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness = Bench("keyspace_models", __doc__, rounds=3, tiny="3,000 rows, 300 keys a scan")
+    parser = harness.parser
     parser.add_argument("--rows", type=int, default=8_000_000, help="per-key rows in all")
     parser.add_argument("--keys-per-scan", type=int, default=200_000)
     parser.add_argument("--top-keys", type=int, default=10, help="keyspace_scans.top_keys")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each query")
     parser.add_argument(
         "--before",
         action="store_true",
@@ -500,18 +498,21 @@ def main() -> None:
         help="MEMORY USAGE in size classes (as servers answer) or continuous (worst case)",
     )
     parser.add_argument("--root", type=Path, default=Path("/work/bench-tmp"))
-    parser.add_argument("--json", type=Path, help="write the record here")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
-    args = parser.parse_args()
-    for name in ("rows", "keys_per_scan", "top_keys", "repeat"):
+    args = harness.parse()
+    if args.tiny:
+        args.rows, args.keys_per_scan, args.top_keys, args.rounds = 3000, 300, 5, 1
+    for name in ("rows", "keys_per_scan", "top_keys"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     record = run(args)
     print(table(record))
     print(f"load {load_line()}")
-    if args.json:
-        write_json(args.json, record)
-        print(f"wrote {args.json}")
+    for name, fig in record["figures"].items():
+        harness.figure(f"{name}/cpu_s", fig["cpu_s"], "CPU-s")
+        target = None if name == "scan" or name.endswith("(before)") else TARGET_RATIO
+        harness.figure(f"{name}/ratio_to_scan", fig["ratio_to_scan"], "ratio", target)
+    harness.write(args.json, record)
 
 
 if __name__ == "__main__":

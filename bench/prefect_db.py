@@ -1,13 +1,14 @@
 """What one collection adds to Prefect's database: rows per table and bytes, old path (a task
 run per environment and per family) against the new one (plain threads, no task run).
 
-    .venv/bin/python bench/prefect_db.py [--envs 1 10] [--collections 5] [--paths old new]
-        [--home DIR] [--keep]
+    .venv/bin/python bench/prefect_db.py [--envs 1 10] [--rounds 5] [--paths old new]
+        [--home DIR] [--keep] [--json PATH] [--tiny]
 
-Starts a real `prefect server` (SQLite under a project-local PREFECT_HOME, wiped first) and one
+Starts the app's own Prefect server (bench/_harness.prefect_server: SQLite under a
+project-local PREFECT_HOME, wiped first; its services as `yardstick run` runs them) and one
 real redis-server per environment on free loopback ports, then runs the collect flow in this
 process against that server: a warm-up collection per case (the flow row, the concurrency
-limit), then --collections measured ones. After each case it waits until the database stops
+limit), then --rounds measured ones. After each case it waits until the database stops
 changing (events and task run states are written by server services, logs in client batches)
 and prints per-collection averages: rows by table, bytes in use (pages minus free pages),
 growth of prefect.db + its WAL, and what that makes over 288 collections a day.
@@ -17,22 +18,19 @@ few rows per run (a Scheduled state, worker events), which bench/collect_wall.py
 
 from __future__ import annotations
 
-import argparse
-import os
 import shutil
 import sqlite3
-import subprocess
+import statistics
 import sys
 import tempfile
 import time
-import urllib.request
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, free_port  # noqa: E402 - beside this file, not a package
+from _harness import REPO, Bench, prefect_server  # noqa: E402 - beside this file, not a package
 
-PREFECT = Path(sys.executable).parent / "prefect"
 RUNS_PER_DAY = 288  # the collect deployment's "*/5 * * * *"
 # Tables shown one by one (the rest are summed under "other").
 SHOWN = [
@@ -46,44 +44,6 @@ SHOWN = [
     "artifact",
     "artifact_collection",
 ]
-
-
-def prefect_env(home: Path) -> dict[str, str]:
-    """This process's environment without PREFECT_* settings, with a private PREFECT_HOME."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(
-        PREFECT_HOME=str(home),
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        DO_NOT_TRACK="1",
-        # The server writes received events every second instead of every 5 s: the bench
-        # waits for the database to settle, the rows written are the same.
-        PREFECT_SERVER_SERVICES_EVENT_PERSISTER_FLUSH_INTERVAL="1",
-    )
-    return env
-
-
-def start_server(home: Path, port: int, log_path: Path) -> subprocess.Popen:
-    """`prefect server start` on 127.0.0.1:port; returns once /api/health answers."""
-    log = log_path.open("w")
-    server = subprocess.Popen(
-        [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui"],
-        env=prefect_env(home),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        cwd=home,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"prefect server exited ({server.returncode}); see {log_path}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2):
-                return server
-        except OSError:
-            time.sleep(0.5)
-    server.terminate()
-    raise SystemExit(f"prefect server not healthy after 120 s; see {log_path}")
 
 
 @dataclass
@@ -226,37 +186,28 @@ def report(cases: list[Case]) -> None:
 
 def main() -> None:
     """Parse arguments, start the server and redis-servers, run every case, print."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--envs", type=int, nargs="+", default=[1, 10])
-    parser.add_argument("--collections", type=int, default=5)
-    parser.add_argument("--paths", nargs="+", choices=["old", "new"], default=["old", "new"])
-    parser.add_argument("--home", type=Path, default=REPO / ".yardstick" / "bench-prefect-db")
-    parser.add_argument("--keep", action="store_true", help="keep PREFECT_HOME afterwards")
-    args = parser.parse_args()
+    harness = Bench("prefect_db", __doc__, rounds=5, tiny="1 environment, 1 collection a path")
+    harness.add_argument("--envs", type=int, nargs="+", default=[1, 10])
+    harness.add_argument("--paths", nargs="+", choices=["old", "new"], default=["old", "new"])
+    harness.add_argument("--home", type=Path, default=REPO / ".yardstick" / "bench-prefect-db")
+    harness.add_argument("--keep", action="store_true", help="keep PREFECT_HOME afterwards")
+    args = harness.parse()
+    if args.tiny:
+        args.envs, args.rounds = [1], 1
 
     home: Path = args.home
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
-    port = free_port()
-    print(f"prefect server on 127.0.0.1:{port}, PREFECT_HOME={home}")
-    server = start_server(home, port, home / "server.log")
-    # This process is the flow runs' client: same home, the server above, INFO logs to the
-    # API as a worker's flow run would send them, but only warnings on the console.
-    for key in [k for k in os.environ if k.startswith("PREFECT_")]:
-        del os.environ[key]
-    os.environ.update(
-        PREFECT_HOME=str(home),
-        PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        DO_NOT_TRACK="1",
-        PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL="WARNING",
-    )
-    from yardstick.host.embedded import RedisProcess
-
-    sys.path.insert(0, str(REPO / "bench"))
-    from collect_tasks import collect_with_tasks
+    # This process is the flow runs' client: same home, the server, INFO logs to the API as a
+    # worker's flow run would send them, but only warnings on the console.
+    stack = ExitStack()
+    quiet = {"PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING"}
+    server = stack.enter_context(prefect_server(home, use_here=True, settings=quiet))
+    print(f"prefect server at {server.api_url}, PREFECT_HOME={home}")
+    from _collect_tasks import collect_with_tasks
 
     from yardstick.flows.collect import collect
+    from yardstick.host.embedded import RedisProcess
 
     flows = {"old": collect_with_tasks, "new": collect}
     servers = [RedisProcess().start() for _ in range(max(args.envs))]
@@ -265,14 +216,14 @@ def main() -> None:
     try:
         for n_envs in args.envs:
             for path in args.paths:
-                print(f"{path} path, {n_envs} environment(s): {args.collections} collections ...")
+                print(f"{path} path, {n_envs} environment(s): {args.rounds} collections ...")
                 cases.append(
                     run_case(
                         flows[path],
                         path,
                         n_envs,
                         [s.url for s in servers],
-                        args.collections,
+                        args.rounds,
                         work,
                         home / "prefect.db",
                     )
@@ -281,11 +232,17 @@ def main() -> None:
     finally:
         for redis_server in servers:
             redis_server.stop()
-        server.terminate()
-        server.wait(timeout=30)
+        stack.close()
         shutil.rmtree(work, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(home, ignore_errors=True)
+    for c in cases:
+        case = f"{c.path}/{c.envs}"
+        harness.figure(f"{case}/rows", sum(c.rows.values()), "rows per collection")
+        harness.figure(f"{case}/used_bytes", c.used_bytes, "B per collection")
+        harness.figure(f"{case}/file_bytes", c.file_bytes, "B per collection")
+        harness.figure(f"{case}/wall_s", statistics.median(c.wall_s), "s")
+    harness.write(args.json, {"cases": [asdict(c) for c in cases]})
 
 
 if __name__ == "__main__":

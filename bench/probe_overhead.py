@@ -13,11 +13,12 @@ each request), which is why the paced comparison is the one that describes the t
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import redis
 
@@ -25,6 +26,9 @@ from yardstick.access.probe import probe_socket, probe_window
 from yardstick.host.embedded import RedisProcess
 from yardstick.host.tools import find_tool, run_tool
 from yardstick.tasks.throughput import parse_benchmark_csv
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import Bench  # noqa: E402 - beside this file, not a package
 
 # redis-cli's --latency mode sleeps this long between PINGs (LATENCY_SAMPLE_RATE).
 CLI_LATENCY_INTERVAL_S = 0.010
@@ -98,12 +102,12 @@ def benchmark_p50_us(tool_path: str, port: int, requests: int) -> float:
     return row["p50_ms"] * 1000
 
 
-def paced(server: RedisProcess, rounds: int, window_s: float) -> None:
-    """Print the paced comparison, round by round, and its median ratio."""
+def paced(server: RedisProcess, rounds: int, window_s: float) -> list[float]:
+    """Print the paced comparison, round by round, and its median ratio; the ratios."""
     cli = find_tool("redis-cli")
     if cli is None:
         print("paced: redis-cli not installed, skipped")
-        return
+        return []
     print(
         f"paced: probe every {CLI_LATENCY_INTERVAL_S * 1000:.0f} ms beside "
         f"redis-cli {cli.version_text} --latency, {window_s:.0f} s windows"
@@ -123,16 +127,18 @@ def paced(server: RedisProcess, rounds: int, window_s: float) -> None:
         f"paced median probe/redis-cli (means) {statistics.median(ratios):.2f} "
         f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
     )
+    return ratios
 
 
 def main() -> None:
     """Run the paced comparison, then the back-to-back rounds, and print ratios."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--window-s", type=float, default=2.0)
-    parser.add_argument("--paced-window-s", type=float, default=20.0)
-    parser.add_argument("--requests", type=int, default=50_000)
-    args = parser.parse_args()
+    harness = Bench("probe_overhead", __doc__, rounds=5, tiny="1 round of 0.2 s windows")
+    harness.add_argument("--window-s", type=float, default=2.0)
+    harness.add_argument("--paced-window-s", type=float, default=20.0)
+    harness.add_argument("--requests", type=int, default=50_000)
+    args = harness.parse()
+    if args.tiny:
+        args.rounds, args.window_s, args.paced_window_s, args.requests = 1, 0.2, 0.5, 2000
     tool = find_tool("redis-benchmark")
     if tool is None:
         raise SystemExit("redis-benchmark not installed")
@@ -141,7 +147,7 @@ def main() -> None:
             f"server {server.binary.path} {server.binary.version_text}, "
             f"redis-benchmark {tool.version_text}, port {server.port}"
         )
-        paced(server, args.rounds, args.paced_window_s)
+        paced_ratios = paced(server, args.rounds, args.paced_window_s)
         print("back to back:")
         print("round  probe_p50_us  bench_p50_us  redis_py_p50_us  probe/bench  redis_py/bench")
         ratios, py_ratios = [], []
@@ -160,6 +166,12 @@ def main() -> None:
             f"(min {min(ratios):.2f}, max {max(ratios):.2f}); "
             f"median redis-py/bench {statistics.median(py_ratios):.2f}"
         )
+    if paced_ratios:
+        harness.figure("paced_probe_over_cli", statistics.median(paced_ratios), "ratio", 1.2)
+    harness.figure("probe_over_benchmark_p50", statistics.median(ratios), "ratio")
+    harness.figure("redis_py_over_benchmark_p50", statistics.median(py_ratios), "ratio")
+    harness.write(args.json, {"paced_ratios": paced_ratios, "ratios": ratios,
+                              "redis_py_ratios": py_ratios})  # fmt: skip
 
 
 if __name__ == "__main__":

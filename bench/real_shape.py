@@ -5,9 +5,10 @@
 
 Starts two local redis-servers with the latency monitor on (threshold 1 ms) and the SLOWLOG at
 5 ms, an application that logs slow commands on both, and runs the tool for real (Prefect flows
-on a temporary Prefect server, as the tests do): one nightly run of a scratch environment and a
-read-only one, then a few collections of both. Then it reads the lake and records, per run
-kind (scratch_nightly, read_only_nightly, scratch_collection, read_only_collection):
+on the app's own Prefect server, bench/_harness.prefect_server): one nightly run of a scratch
+environment and a read-only one, then a few collections of both. Then it reads the lake and
+records, per run kind (scratch_nightly, read_only_nightly, scratch_collection,
+read_only_collection):
 
 - the families that ran (steps) and, for every table the tool declares (yardstick/storage/
   schemas.py: the run's own tables such as runs, steps, family_load, and every family's) and
@@ -38,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import REPO, git_revision  # noqa: E402
+from _harness import REPO, Bench, git_revision, prefect_server  # noqa: E402
 
 SHAPE_PATH = Path(__file__).resolve().parent / "real_shape.json"
 # Rows kept per table and run kind (the rest are counted only), but for the tables kept whole.
@@ -200,8 +201,6 @@ def measure(args: argparse.Namespace) -> dict:
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
         YARDSTICK_DBT_STATE=str(work / "dbt-state"),
     )
-    from prefect.testing.utilities import prefect_test_harness
-
     from yardstick.flows.collect import collect
     from yardstick.flows.nightly import nightly
 
@@ -219,7 +218,8 @@ def measure(args: argparse.Namespace) -> dict:
         modes = {e["name"]: e["mode"] for e in envs}
         lake_dir = work / "lake"
         timings = {}
-        with prefect_test_harness(server_startup_timeout=120):
+        quiet = {"PREFECT_LOGGING_LEVEL": "WARNING"}
+        with prefect_server(home / "server", use_here=True, settings=quiet):
             app_traffic(servers, 3)
             start = time.perf_counter()
             state = nightly(
@@ -270,12 +270,16 @@ def measure(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     """Measure and write bench/real_shape.json (or --out)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="nightly", help="the nightly run's profile")
-    parser.add_argument("--collections", type=int, default=4)
-    parser.add_argument("--root", type=Path, default=Path("/work/bench-tmp/real-shape"))
-    parser.add_argument("--out", type=Path, default=SHAPE_PATH)
-    args = parser.parse_args()
+    harness = Bench("real_shape", __doc__, rounds=None, tiny="the quick profile, 2 collections")
+    harness.add_argument("--profile", default="nightly", help="the nightly run's profile")
+    harness.add_argument("--collections", type=int, default=4)
+    harness.add_argument("--root", type=Path, default=Path("/work/bench-tmp/real-shape"))
+    harness.add_argument("--out", type=Path, help=f"default {SHAPE_PATH} (--tiny: <root>)")
+    args = harness.parse()
+    if args.tiny:
+        args.profile, args.collections = "quick", 2
+    # A tiny run's shape is no shape to generate lakes from: it never replaces the real one.
+    args.out = args.out or (args.root / "real_shape.json" if args.tiny else SHAPE_PATH)
     # SIGTERM as an exception: the servers started here are stopped on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     shape = measure(args)
@@ -289,6 +293,12 @@ def main() -> None:
         if not any(data["rows"].get(table) for data in shape["kinds"].values())
     ]
     print(f"declared, landed by no run kind here: {', '.join(never) or 'none'}")
+    for kind, data in shape["kinds"].items():
+        harness.figure(f"{kind}/rows", sum(data["rows"].values()), "rows")
+    for name, seconds in shape["taken"]["timings"].items():
+        harness.figure(name, seconds, "s")
+    rows = {kind: data["rows"] for kind, data in shape["kinds"].items()}
+    harness.write(args.json, {"shape": args.out, "rows": rows, "never_landed": never})
     print(f"wrote {args.out.relative_to(REPO) if args.out.is_relative_to(REPO) else args.out}")
 
 

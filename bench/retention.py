@@ -10,17 +10,17 @@ and written as JSON (--json; bench/readme_table.py turns it into docs/scale.md's
         [--keys 200000] [--detail-days 30] [--workers 2] [--root /work/bench-tmp] [--no-double]
         [--rounds 3] [--json PATH]
 
-Small check: --envs 2 --days 4 --collections-per-day 4 --keys 500 --rounds 1 (a minute and a
-half, nearly all of it the six warehouse updates; tests/test_bench_retention.py runs it).
+Small check: --tiny (--envs 2 --days 4 --collections-per-day 4 --keys 500 --rounds 1
+--no-double: nearly all of it the warehouse updates; tests/test_benches.py runs it).
 
-Nights and collections are shaped like real ones (bench/_schedule.py, from bench/real_shape.json:
-every table a real scratch nightly, read-only nightly and collection landed, with their row
-counts; collections land only the SLOWLOG entries and latency samples new since the last).
-The self-check fails the bench (exit 1) when the tool declares a table the real shape has
-never seen (any table of yardstick/storage/schemas.py, a family's or the run's own such as
-family_load: the message names it and says how to re-take the shape), or when a table the
-real run landed is not generated; and when landing and
-compacting with yardstick.storage gives other rows, or more files, than the direct writer.
+Nights and collections are shaped like real ones (tests/lakes/schedule.py, from
+bench/real_shape.json: every table a real scratch nightly, read-only nightly and collection
+landed, with their row counts; collections land only the SLOWLOG entries and latency samples
+new since the last). The self-check fails the bench (exit 1) when the tool declares a table
+the real shape has never seen (any table of yardstick/storage/schemas.py, a family's or the
+run's own such as family_load: the message names it and says how to re-take the shape), or
+when a table the real run landed is not generated; and when landing and compacting with
+yardstick.storage gives other rows, or more files, than the direct writer.
 
 The lake is assembled from a store of generated units (one environment's month as compaction
 leaves it: one data file per table, sorted by run id; one night's detail files, one per run)
@@ -67,9 +67,9 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _common  # noqa: E402 - beside this file, not a package
-import _schedule as sched  # noqa: E402
-from _common import copy_sql  # noqa: E402
+import _harness  # noqa: E402 - beside this file, not a package
+from _harness import Bench, copy_sql  # noqa: E402
+from lakes import schedule as sched  # noqa: E402
 
 from yardstick.storage import compaction, lake  # noqa: E402
 from yardstick.storage.schemas import file_schema  # noqa: E402
@@ -680,7 +680,7 @@ def warm_rounds(
         run["warm_nights"].append(done)
         return done["update"].get("wall_s", float("nan"))
 
-    _common.interleaved({str(d): (lambda d=d: one(d)) for d in results}, args.rounds)
+    _harness.interleaved({str(d): (lambda d=d: one(d)) for d in results}, args.rounds)
 
 
 def trend_query(wh: Path, env: str) -> dict:
@@ -831,7 +831,10 @@ def main() -> None:
         lake_dir, wh, sql, out = sys.argv[2:6]
         child_update(lake_dir, wh, "--full" in sys.argv[6:], sql, out)
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness = Bench(
+        "retention", __doc__, rounds=3, tiny="2 environments x 4 days, the history not doubled"
+    )
+    parser = harness.parser
     parser.add_argument("--envs", type=int, default=50)
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--collections-per-day", type=int, default=288)
@@ -840,14 +843,15 @@ def main() -> None:
     parser.add_argument("--detail-days", type=int, default=30)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--root", type=Path, default=Path("/work/bench-tmp"))
-    parser.add_argument("--json", type=Path, help="default: <root>/retention-<envs>x<days>.json")
     parser.add_argument("--no-double", action="store_true", help="skip the 2x-days lake")
-    parser.add_argument(
-        "--rounds", type=int, default=3, help="warm nights per lake (interleaved; median)"
-    )
     parser.add_argument("--no-retention", dest="retention", action="store_false")
     parser.add_argument("--keep", action="store_true", help="keep the work lakes and warehouses")
-    args = parser.parse_args()
+    args = harness.parse()
+    if args.tiny:
+        # 4 collections a day still make 2 quiet ones a night (the quiet-collection check has
+        # something to check); the doubled lake's rebuilds would triple the run's time.
+        args.envs, args.days, args.collections_per_day, args.keys = 2, 4, 4, 500
+        args.rounds, args.workers, args.no_double = 1, 1, True
     if args.days * 2 > (sched.TONIGHT - sched.ORIGIN_DAY).days - 10:
         parser.error("--days too large for the generator's horizon")
     if not 1 <= args.rounds < sched.AFTER_DAYS:
@@ -859,14 +863,13 @@ def main() -> None:
     work.mkdir(parents=True)
     sql = copy_sql(work)
     record = {
-        "bench": "retention",
         "size": {
             "envs": args.envs, "days": args.days, "collections_per_day": args.collections_per_day,
             "keys": args.keys, "slowlog_max_len": args.slowlog_max_len,
             "detail_days": args.detail_days, "workers": args.workers, "double": not args.no_double,
             "rounds": args.rounds,
         },
-        "environment": _common.environment_record(),
+        "environment": _harness.environment_record(),  # printed below; the harness's too
         "real_shape": sched.real_shape()["taken"],
         "tonight": sched.TONIGHT,
     }  # fmt: skip
@@ -891,7 +894,7 @@ def main() -> None:
         print(f"    {kind}: {data['tables_generated']} tables generated, "
               f"{data['tables_real']} in the real run", flush=True)  # fmt: skip
     if not record["self_check"]["ok"]:
-        _common.write_json(json_path, record)
+        harness.write(json_path, record)
         raise SystemExit(f"self-check failed (see above); figures not measured; {json_path}")
     results = {args.days: measure(args.days, args, shape, sql, work)}
     if not args.no_double:
@@ -909,10 +912,14 @@ def main() -> None:
             str(d): {k: v for k, v in r.items() if k not in ("wh", "lake_dir")}
             for d, r in results.items()
         },  # fmt: skip
-        "load_after": _common.load_average(),
+        "load_after": _harness.load_average(),
     }
-    _common.write_json(json_path, record)
-    print(f"figures written to {json_path}", flush=True)
+    for goal in goals:
+        harness.figure(goal["name"], goal["measured"], goal["unit"], goal["limit"])
+    for name in ("rebuild_cpu_s", "rederive_wall_s", "first_update_wall_s", "trend_points"):
+        unit = "points" if name == "trend_points" else "CPU-s" if "cpu" in name else "s"
+        harness.figure(name, figs[name], unit)
+    harness.write(json_path, record)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -9,19 +9,19 @@ commandstats) run in a fresh process per call, four ways:
   Prefect starts a uvicorn subprocess (SubprocessASGIServer) with its SQLite database;
 - private: the server the CLI used to start per call (yardstick/app/prefect_server.py), then the
   flow run against it;
-- api: a Prefect server already running (a deployment's shared API): the flow run's client
-  work, plus the server's CPU during the call (read from /proc).
+- api: a Prefect server already running (a deployment's shared API; the app's own server,
+  bench/_harness.prefect_server, started once): the flow run's client work, plus the server's
+  CPU during the call (read from /proc).
 
 Each call's CPU-seconds are the child's and every descendant it waited for (wait4), which
 includes a server it started; rounds are interleaved and the median kept.
 
     .venv/bin/python bench/runtime_modes.py [--rounds 3] [--modes plain,ephemeral,private,api]
-        [--json PATH]
+        [--json PATH] [--tiny]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -29,9 +29,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
-import _common
+import _harness
 
 MODES = ("plain", "ephemeral", "private", "api")
 
@@ -93,44 +94,13 @@ def one_call(mode: str, work: Path, config: Path, api: tuple[str, int] | None) -
     return {"wall_s": wall_s, "cpu_s": cpu_s + server_s, "server_cpu_s": server_s}
 
 
-def start_api(work: Path) -> tuple[subprocess.Popen, str]:
-    """A Prefect server of its own on a free port (a deployment's shared API)."""
-    port = _common.free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(work / "api-home"), PREFECT_UI_ENABLED="0")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port), "--no-services"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/api"
-    import urllib.request
-
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2).read()
-            return server, url
-        except OSError:
-            time.sleep(0.5)
-    server.kill()
-    raise SystemExit("the Prefect server did not start within 180 s")
-
-
-def _server_pid(server: subprocess.Popen) -> int:
-    """The process serving the API (`prefect server start` runs uvicorn in a child)."""
-    children = Path(f"/proc/{server.pid}/task/{server.pid}/children")
-    pids = [int(p) for p in children.read_text().split()] if children.exists() else []
-    return pids[0] if pids else server.pid
-
-
 def main() -> None:
     """Measure each mode, print a table, write JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args()
+    harness = _harness.Bench("runtime_modes", __doc__, rounds=3, tiny="the plain mode, 1 round")
+    harness.add_argument("--modes", default=",".join(MODES))
+    args = harness.parse()
+    if args.tiny:
+        args.modes, args.rounds = "plain", 1
     modes = [m for m in args.modes.split(",") if m]
     unknown = set(modes) - set(MODES)
     if unknown:
@@ -140,23 +110,22 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="runtime-modes-"))
     redis = RedisProcess().start()
     api = None
+    stack = ExitStack()
     try:
         config = work / "envs.yaml"
         config.write_text(
             f"environments:\n  - name: one\n    url: {redis.url}\n    mode: read-only\n"
         )
         if "api" in modes:
-            process, url = start_api(work)
-            api = (url, _server_pid(process))
+            server = stack.enter_context(_harness.prefect_server(work / "api-home"))
+            api = (server.api_url, server.process.pid)
         calls = {m: (lambda m=m: one_call(m, work, config, api)) for m in modes}
-        for call in calls.values():
+        for call in calls.values() if not args.tiny else ():
             call()  # warm the page cache and Python's bytecode once per mode
-        rounds = _common.interleaved(calls, args.rounds)
+        rounds = _harness.interleaved(calls, args.rounds)
     finally:
         redis.stop()
-        if api is not None:
-            process.terminate()
-            process.wait(timeout=30)
+        stack.close()
         shutil.rmtree(work, ignore_errors=True)
     figures = {
         mode: {
@@ -166,7 +135,7 @@ def main() -> None:
         for mode, runs in rounds.items()
     }
     plain_cpu_s = figures.get("plain", {}).get("cpu_s")
-    print(f"one collection of one server, median of {args.rounds}; load {_common.load_line()}")
+    print(f"one collection of one server, median of {args.rounds}; load {_harness.load_line()}")
     print("| mode | wall s | CPU-s (all processes) | of which a server | CPU ÷ plain |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for mode, f in figures.items():
@@ -174,11 +143,10 @@ def main() -> None:
         print(
             f"| {mode} | {f['wall_s']:.2f} | {f['cpu_s']:.2f} | {f['server_cpu_s']:.2f} | {ratio} |"
         )
-    if args.json:
-        _common.write_json(
-            args.json,
-            {**_common.environment_record(), "rounds": rounds, "figures": figures},
-        )
+    for mode, f in figures.items():
+        harness.figure(f"{mode}/wall_s", f["wall_s"], "s")
+        harness.figure(f"{mode}/cpu_s", f["cpu_s"], "CPU-s")
+    harness.write(args.json, {"rounds": rounds, "figures": figures})
 
 
 if __name__ == "__main__":

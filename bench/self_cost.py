@@ -1,8 +1,8 @@
 """What the tool costs beside what it measures: `yardstick run` on the embedded default (no
 environments file: a scratch redis-server it starts, and its socat twin), as a user starts it.
 
-    .venv/bin/python bench/self_cost.py [--profile quick] [--runs 1] [--root DIR] [--json PATH]
-        [--compare-to WORKTREE] [--env NAME ...]
+    .venv/bin/python bench/self_cost.py [--profile quick] [--rounds 1] [--root DIR] [--json PATH]
+        [--compare-to WORKTREE] [--env NAME ...] [--tiny]
 
 Each run is a fresh `yardstick` process (no PREFECT_* setting inherited: a one-shot run, no
 Prefect server) with its own lake, warehouse and reports. Per run:
@@ -27,7 +27,6 @@ CPU-seconds and same-run ratios are what carry across load."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -37,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402 - beside this file, not a package
+import _harness  # noqa: E402 - beside this file, not a package
 from collect_round import CLI_CALL, overlay  # noqa: E402
 
 from yardstick.host.selfcost import host_busy_s  # noqa: E402
@@ -76,7 +75,7 @@ def one_run(
         "json",
         *(arg for name in env_names for arg in ("--env", name)),
     ]
-    load_before = _common.load_average()
+    load_before = _harness.load_average()
     busy_before = host_busy_s()
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -138,7 +137,7 @@ def one_run(
             tool_cpu_s / host_busy_cpu_s if tool_cpu_s and host_busy_cpu_s else None
         ),
         "load_before": load_before,
-        "load_after": _common.load_average(),
+        "load_after": _harness.load_average(),
     }
 
 
@@ -177,11 +176,10 @@ def _line(figures: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness = _harness.Bench("self_cost", __doc__, rounds=1, tiny="1 run, its direct environment")
+    parser = harness.parser
     parser.add_argument("--profile", default="quick", help="the run's profile (quick: P2)")
-    parser.add_argument("--runs", type=int, default=1, help="runs one after another")
     parser.add_argument("--root", default=tempfile.gettempdir(), help="where runs write")
-    parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--compare-to", type=Path, help="a worktree of an earlier commit")
     parser.add_argument(
         "--env",
@@ -189,7 +187,9 @@ def main() -> None:
         default=[],
         help="only this environment of the embedded default (repeat; default: both)",
     )
-    args = parser.parse_args()
+    args = harness.parse()
+    if args.tiny:  # the forwarded twin left out: the CI's time
+        args.rounds, args.env = 1, args.env or ["embedded"]
 
     root = Path(tempfile.mkdtemp(prefix="self-cost-", dir=args.root))
     codes: dict[str, Path | None] = {"this": None}
@@ -197,7 +197,7 @@ def main() -> None:
         codes["other"] = overlay(args.compare_to.resolve(), root / "other-code")
     runs, others = [], []
     reaped_s = _children_cpu_s()
-    for index in range(args.runs):
+    for index in range(args.rounds):
         # Rounds interleaved, the order rotated, so drift in the machine's load spreads.
         order = list(codes) if index % 2 == 0 else list(reversed(codes))
         for name in order:
@@ -236,17 +236,11 @@ def main() -> None:
         f"P2 median {summary['p2_median']:.0%} over {len(runs)} run(s), tool "
         f"{summary['tool_cpu_per_window_s_median']:.2f} CPU-s per second measured"
     )
-    if args.json:
-        _common.write_json(
-            args.json,
-            {
-                **_common.environment_record(),
-                "runs": runs,
-                "compared": others,
-                "summary": summary,
-                "root": root,
-            },
-        )
+    harness.figure("p2", summary["p2_median"], "share", TARGET_P2, better="higher")
+    harness.figure("tool_cpu_s", summary["tool_cpu_s_median"], "CPU-s")
+    harness.figure("tool_cpu_per_window_s", summary["tool_cpu_per_window_s_median"], "CPU-s/s")
+    harness.figure("all_in_cpu_per_window_s", summary["all_in_cpu_per_window_s_median"], "CPU-s/s")
+    harness.write(args.json, {"runs": runs, "compared": others, "summary": summary, "root": root})
 
 
 if __name__ == "__main__":

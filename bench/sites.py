@@ -1,10 +1,11 @@
 """Fan-out overhead of many sites: a nightly run over 2 sites × 2 environments ÷ the same 4
 environments measured in one flow run.
 
-    .venv/bin/python bench/sites.py [--rounds N] [--families a,b,...] [--keep]
+    .venv/bin/python bench/sites.py [--rounds N] [--families a,b,...] [--keep] [--json PATH]
+        [--tiny]
 
-Starts, all on this machine and stopped on exit (Ctrl-C included): a Prefect server of its
-own (`prefect server start` on a free loopback port, throwaway PREFECT_HOME), four embedded
+Starts, all on this machine and stopped on exit (Ctrl-C included): the app's own Prefect
+server (bench/_harness.prefect_server, throwaway PREFECT_HOME), four embedded
 scratch redis-servers, and one `prefect worker start --pool yardstick-sites --work-queue <site>`
 per site (own PREFECT_HOME and working folder, as tests/test_sites.py does). Each round runs
 both variants, in alternating order, with nightly() called in this process (the hub), the
@@ -28,7 +29,6 @@ calling shell is ignored.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import signal
@@ -38,10 +38,13 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import Bench, prefect_server  # noqa: E402 - beside this file, not a package
 
 REPO = Path(__file__).resolve().parents[1]
 PREFECT = Path(sys.executable).parent / "prefect"
@@ -118,36 +121,6 @@ def _stop_tree(process: subprocess.Popen | None, grace_s: float = 20.0) -> None:
 def _terminated(_signum: int, _frame: object) -> None:
     """SIGTERM ends the bench like Ctrl-C: through the finally blocks that stop every child."""
     raise KeyboardInterrupt
-
-
-def _start_server(home: Path) -> tuple[subprocess.Popen, str]:
-    """`prefect server start` on a free loopback port; (process, API URL) once it answers."""
-    from yardstick.host.embedded import free_port
-
-    home.mkdir(parents=True)
-    port = free_port()
-    server = subprocess.Popen(
-        [str(PREFECT), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=home,
-        env=_clean_env(PREFECT_HOME=str(home)),
-        stdin=subprocess.DEVNULL,
-        stdout=(home / "server.log").open("w"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    api_url = f"http://127.0.0.1:{port}/api"
-    deadline = time.monotonic() + 120
-    while True:
-        if server.poll() is not None:
-            raise RuntimeError(f"prefect server start exited; see {home / 'server.log'}")
-        try:
-            with urllib.request.urlopen(f"{api_url}/health", timeout=2):
-                return server, api_url
-        except OSError:
-            if time.monotonic() > deadline:
-                _stop_tree(server)
-                raise RuntimeError("prefect server did not answer in 120 s") from None
-            time.sleep(0.5)
 
 
 def _deploy(client, name: str, entrypoint: str) -> None:
@@ -649,8 +622,8 @@ def _worker_log_findings(work: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of both variants")
+    harness = Bench("sites", __doc__, rounds=3, tiny="1 round, fingerprint only, no warm-up")
+    parser = harness.parser
     parser.add_argument(
         "--families",
         default=DEFAULT_FAMILIES,
@@ -662,29 +635,25 @@ def main() -> int:
         help="skip the untimed one-run warm-up (dbt parse, imports)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    args = parser.parse_args()
+    args = harness.parse()
+    if args.tiny:
+        args.rounds, args.families, args.no_warmup = 1, "fingerprint", True
     families = [f.strip() for f in args.families.split(",") if f.strip()]
 
     signal.signal(signal.SIGTERM, _terminated)
     work = Path(tempfile.mkdtemp(prefix="yardstick-sites-bench-"))
     started = time.perf_counter()
-    server: subprocess.Popen | None = None
+    stack = ExitStack()
     workers: list[subprocess.Popen] = []
     redis_servers: list = []
     try:
-        server, api_url = _start_server(work / "server")
-        # Prefect reads its settings when imported: point this process at the server first.
-        for key in [k for k in os.environ if k.startswith("PREFECT_")]:
-            del os.environ[key]
-        os.environ.update(
-            QUIET_PREFECT,
-            PREFECT_API_URL=api_url,
-            PREFECT_HOME=str(work / "hub" / "prefect"),
-            PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW="ignore",
-        )
+        # This process is the hub: pointed at the server (Prefect reads its settings when
+        # imported, which starting the server does: the settings go in with it).
+        hub = {**QUIET_PREFECT, "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore"}
+        server = stack.enter_context(prefect_server(work / "server", use_here=True, settings=hub))
+        api_url = server.api_url
         # A dbt state of its own: no lock shared with test runs on this machine.
         os.environ["YARDSTICK_DBT_STATE"] = str(work / "dbt-state")
-        (work / "hub" / "prefect").mkdir(parents=True)
 
         from prefect.client.orchestration import get_client
         from prefect.client.schemas.actions import WorkPoolCreate
@@ -725,6 +694,17 @@ def main() -> int:
                 done[variant] = run
             runs += [done["one run"], done["fan-out"]]
         _report(runs, families, work, setup_s, loads)
+        for variant in ("one run", "fan-out"):
+            walls = [r.call_s for r in runs if r.variant == variant]
+            harness.figure(f"{variant}/wall_s", statistics.median(walls), "s")
+        ratios = [f.call_s / o.call_s for o, f in zip(runs[::2], runs[1::2], strict=True)]
+        harness.figure("fan_out_over_one_run", statistics.median(ratios), "ratio", TARGET_RATIO)
+        harness.write(
+            args.json,
+            {"families": families, "setup_s": setup_s,
+             "runs": [{"variant": r.variant, "call_s": r.call_s, "wall_s": r.wall_s,
+                       "windows_s": r.windows_s, "state": r.state} for r in runs]},
+        )  # fmt: skip
         _import_costs()
         _worker_log_findings(work)
     except KeyboardInterrupt:
@@ -736,7 +716,7 @@ def main() -> int:
             _stop_tree(worker)
         for redis_server in redis_servers:
             redis_server.stop()
-        _stop_tree(server)
+        stack.close()
         print(f"  bench wall time: {time.perf_counter() - started:.1f} s", file=sys.stderr)
         if args.keep:
             print(f"  kept {work}", file=sys.stderr)

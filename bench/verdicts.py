@@ -4,10 +4,11 @@ sql/macros/history.sql, the dbt vars of yardstick/sql/dbt_project.yml) in a real
 
     .venv/bin/python bench/verdicts.py [--replicates 400] [--nights 40] [--seed 7]
         [--vars '{verdict_alpha: 0.002}' ...] [--root /work/bench-tmp] [--json out.json] [--keep]
+        [--tiny]
 
 At 400 replicates (7,600 series, 304,000 points) the warehouse build took 107 s on a busy
 2-core VM; each --vars pass builds another warehouse from the same lake. Small check:
---replicates 3.
+--tiny (2 replicates, 33 nights).
 
 Each scenario is `--replicates` independent series (subject "<scenario>#<replicate>") over
 nights 0..N-1, the event (if any) at night 30:
@@ -61,7 +62,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import copy_sql, environment_record, write_json  # noqa: E402 - beside this file, not a package
+from _harness import Bench, copy_sql  # noqa: E402 - beside this file, not a package
 
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 EVENT_NIGHT = 30
@@ -501,7 +502,8 @@ def parse_vars(text: str) -> dict:
 
 def main() -> None:
     """Land the series, build the warehouse, read the verdicts, print the tables."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    harness = Bench("verdicts", __doc__, rounds=None, tiny="2 series a scenario, 33 nights")
+    parser = harness.parser
     parser.add_argument("--replicates", type=int, default=400, help="series per scenario")
     parser.add_argument("--nights", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
@@ -513,9 +515,10 @@ def main() -> None:
         help="dbt vars for another pass over the same lake (repeatable)",
     )
     parser.add_argument("--root", type=Path, default=Path("/work/bench-tmp"))
-    parser.add_argument("--json", type=Path, help="write the figures of every pass here")
     parser.add_argument("--keep", action="store_true", help="keep the lake and warehouse")
-    args = parser.parse_args()
+    args = harness.parse()
+    if args.tiny:
+        args.replicates, args.nights = 2, 33
     if args.nights <= EVENT_NIGHT + 2:
         parser.error(f"--nights must exceed {EVENT_NIGHT + 2} (the event is at night 30)")
 
@@ -530,8 +533,7 @@ def main() -> None:
     sql = copy_sql(work)
     dbt.project_dir = lambda: sql  # the copy taken at the bench's start
     defaults = project_vars()
-    record: dict = {"bench": "verdicts", "argv": sys.argv[1:], "environment": environment_record(),
-                    "replicates": args.replicates, "nights": args.nights, "seed": args.seed,
+    record: dict = {"replicates": args.replicates, "nights": args.nights, "seed": args.seed,
                     "defaults": defaults, "passes": []}  # fmt: skip
     try:
         rng = np.random.default_rng(args.seed)
@@ -582,8 +584,13 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     record["wall_s"] = time.perf_counter() - wall
-    if args.json:
-        write_json(args.json, record)
+    for number, done in enumerate(record["passes"]):
+        for row in done["targets"]:
+            name = row["target"] if not number else f"{row['target']} (pass {number})"
+            better = "higher" if row["at_least"] else "lower"
+            harness.figure(name, row["measured"], "share", row["bound"], better)
+    harness.figure("build_s", record.get("build_s"), "s")
+    harness.write(args.json, record)
     cmd = shlex.join(["bench/verdicts.py", *sys.argv[1:]])
     print(
         f"\n{cmd}: wall time {record['wall_s']:.1f} s on {os.cpu_count()} cores; seed {args.seed}"

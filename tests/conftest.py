@@ -74,7 +74,7 @@ SLOW_MODULES = (
     "test_warehouse_incremental.py",
     "test_warehouse_derived.py",
     "test_cluster.py",
-    "test_bench_retention.py",
+    "test_benches.py",
     "test_lake_warehouse.py",
     "test_shared_folder.py",
     "test_cli.py",
@@ -90,7 +90,6 @@ SLOW_MODULES = (
     "test_interruptions.py",
     "test_flow_smoke.py",
     "test_incremental_reports.py",
-    "test_bench_verdicts.py",
     "test_embedded.py",
     "test_collection_cursors.py",
     "test_failures.py",
@@ -102,6 +101,26 @@ def pytest_configure(config: pytest.Config) -> None:
     them by their number of tests, putting one-test modules of minutes at the end)."""
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+
+
+# Parametrised tests whose cases are each a unit of work (a bench's tiny run of a minute or
+# more): `--dist loadscope` spreads them over the workers instead of one module on one.
+OWN_SCOPE_TESTS = ("tests/test_benches.py::test_bench_runs_tiny[",)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadscope`, but with each case of OWN_SCOPE_TESTS a scope of its own."""
+    if config.getoption("dist", None) != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith(OWN_SCOPE_TESTS):
+                return nodeid
+            return super()._split_scope(nodeid)
+
+    return Scheduling(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

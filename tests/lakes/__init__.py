@@ -18,7 +18,10 @@ piece lands exactly the rows it is given or says it builds; nothing is random un
 is passed (seed it). Without `runs_row` a run is one killed before it could land its run row
 (the warehouse lists it as crashed).
 
-Imported by the tests as `from lakes import ...` (tests/ is on sys.path, as for conftest).
+Imported by the tests as `from lakes import ...` (tests/ is on sys.path, as for conftest) and
+by the benches (bench/_harness.py puts tests/ there). Its module `lakes.schedule` generates
+whole schedules at scale (50 environments, a year of nights and collections shaped by a real
+run) for bench/retention.py, bench/lake_files.py and bench/landing.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The synthetic schedule of bench/retention.py: 50 environments, a nightly run and a collection
-every few minutes each, as Arrow tables in the lake's file schema (run_id first).
+"""The synthetic schedule of bench/retention.py (and bench/lake_files.py, bench/landing.py): 50
+environments, a nightly run and a collection every few minutes each, as Arrow tables in the
+lake's file schema (run_id first). Imported as `lakes.schedule`: tests/ is on the import path
+of the tests (pytest's rootdir) and of the benches (bench/_harness.py).
 
 Everything is a pure function of (environment index, UTC day, collections per day, keys), so a
 month generated for a 365-day lake and for a 730-day lake is the same file.
@@ -36,7 +38,7 @@ import pyarrow.compute as pc
 from yardstick import CLIENT_NAME_PREFIX, __version__
 from yardstick.storage.schemas import DETAIL_TABLES, SCHEMA_VERSION, TABLES, file_schema
 
-SHAPE_PATH = Path(__file__).resolve().parent / "real_shape.json"
+SHAPE_PATH = Path(__file__).resolve().parents[2] / "bench" / "real_shape.json"
 # Bump when generated content changes: cached units of an older generator are not reused.
 GENERATOR = "5"
 # The last day of every lake is the night before TONIGHT; tonight is landed by the bench.
