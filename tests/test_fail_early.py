@@ -196,7 +196,7 @@ def test_prune_covers_every_deployed_flow():
     names = set()
     for deployment in deployed:
         path, function = deployment["entrypoint"].split(":")
-        module = importlib.import_module("yardstick." + path.removesuffix(".py").replace("/", "."))
+        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
         names.add(getattr(module, function).name)
     assert {"yardstick-nightly", "yardstick-measure-site", "yardstick-prune"} <= names
     assert names <= set(YARDSTICK_FLOWS), names - set(YARDSTICK_FLOWS)
