@@ -95,14 +95,14 @@ def templates(keys: int) -> tuple[dict[str, pa.Table], dict[str, pa.Table]]:
         client.config_set("slowlog-log-slower-than", 10_000)
         env = Environment(name="bench", url=server.url, mode="scratch")
         collected = {
-            "slowlog": collect_slowlog.fn(env, quick.slowlog),
-            "latency_monitor": collect_latency.fn(env),
-            "counters": snapshot_counters.fn(env),
+            "slowlog": collect_slowlog(env, quick.slowlog),
+            "latency_monitor": collect_latency(env),
+            "counters": snapshot_counters(env),
         }
         nightly = {
-            "fingerprint": fingerprint.fn(env, None),
-            "round_trip": round_trip.fn(env, RoundTripProfile(windows=2, window_s=0.2)),
-            "keyspace": keyspace.fn(env, KeyspaceProfile(max_keys=keys, max_wall_s=30)),
+            "fingerprint": fingerprint(env, None),
+            "round_trip": round_trip(env, RoundTripProfile(windows=2, window_s=0.2)),
+            "keyspace": keyspace(env, KeyspaceProfile(max_keys=keys, max_wall_s=30)),
             **collected,
         }
     now = datetime.now(UTC)

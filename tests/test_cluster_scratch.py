@@ -210,7 +210,7 @@ def test_cluster_throughput_runs_redis_benchmark_cluster_and_leaves_none_of_its_
         requests=300,
         repetitions=1,
     )
-    measured = throughput.fn(whole, profile, nodes)
+    measured = throughput(whole, profile, nodes)
     rows = measured.tables["benchmark"].to_pylist()
     assert measured.problems == [] and len(rows) == 4 * 7
     assert all(r["status"] == "ok" and r["rps"] > 0 for r in rows)
@@ -238,7 +238,7 @@ def test_a_password_protected_cluster_gets_its_per_run_user_on_every_primary(
             clients=[12], pipelines=[1], payloads_bytes=[3], tests=["set"], requests=300,
             repetitions=1,
         )  # fmt: skip
-        measured = throughput.fn(whole, profile, nodes)
+        measured = throughput(whole, profile, nodes)
         rows = measured.tables["benchmark"].to_pylist()
         assert measured.problems == [] and [r["status"] for r in rows] == ["ok"]
         for port in cluster.primaries:
@@ -303,7 +303,7 @@ def test_memory_measures_beside_the_nodes_keys_and_says_so(shape):
         shapes=[MemoryShape(name="string", type="string", key_count=2000)],
         usage_sample_keys=10,
     )
-    measured = memory_by_difference.fn(env, profile)
+    measured = memory_by_difference(env, profile)
     assert measured.problems == []
     assert measured.notes == [
         f"measured in database 0 (a cluster node has no other) beside {others} keys the tool "
@@ -384,4 +384,4 @@ def test_a_node_serving_no_slot_is_left_alone(shape):
     step = cleanup_step(env, get_profile("quick"))
     assert step["status"] == "ok" and "serves no hash slot" in step["reason"]
     with pytest.raises(Skipped, match="serves no hash slot"):
-        memory_by_difference.fn(env, MemoryProfile())
+        memory_by_difference(env, MemoryProfile())

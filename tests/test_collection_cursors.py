@@ -71,7 +71,7 @@ def product_collect(env: Environment, lake_dir: Path, run_id: str) -> None:
 
 def whole_collect(env: Environment, lake_dir: Path, run_id: str) -> None:
     """One collection as before the cursor: the whole queue landed, then the run row."""
-    measured = collect_slowlog.fn(env, SlowlogProfile())
+    measured = collect_slowlog(env, SlowlogProfile())
     for table, data in measured.tables.items():
         lake.write(lake_dir, table, env.name, run_id, data)
     run = {"profile": "collect", "started_at": datetime.now(UTC), "status": "ok"}

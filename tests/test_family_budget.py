@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 from conftest import needs_tool, open_warehouse
-from prefect import flow, task
+from prefect import flow
 from prefect.utilities.annotations import quote
 
 from yardstick import interrupt
@@ -244,7 +244,6 @@ def test_a_memory_bound_lands_the_finished_repetitions(redis_server, tmp_path):
 THINGS = TABLES["benchmark"]
 
 
-@task(name="fake-things")
 def _two_then_hang(planned: int) -> Measured:
     """Finish two things, then wait past any bound in the third."""
     rows: list[dict] = []
@@ -266,7 +265,8 @@ def _things(rows: list[dict]) -> pa.Table:
 FAKE = Family(
     name="things",
     phase="load",
-    task=_two_then_hang,
+    measure=_two_then_hang,
+    task_name="fake-things",
     arguments=lambda env, profile, ctx: (5,),
     tables={"benchmark": THINGS},
 )
@@ -300,12 +300,12 @@ def test_memtier_starts_no_run_that_cannot_finish_in_its_bound(redis_server, tmp
     env = Environment(name="scratch", url=redis_server.url, mode="scratch")
     # A run lasts its 2 s test time at least: none fits in 3 s with the margin and reserve.
     with base.tracking_progress() as progress, interrupt.bounded("memtier", 3):
-        measured = memtier.fn(env, MemtierProfile(repetitions=3, test_time_s=2))
+        measured = memtier(env, MemtierProfile(repetitions=3, test_time_s=2))
     assert measured.tables["memtier"].num_rows == 0
     assert progress.summary() == (
         "0 of 3 repetitions; skipped 3 (run ×3): would not finish within the 3 s bound"
     )
     # Unbounded, every run is started.
     with base.tracking_progress() as progress:
-        measured = memtier.fn(env, MemtierProfile(repetitions=3, test_time_s=2))
+        measured = memtier(env, MemtierProfile(repetitions=3, test_time_s=2))
     assert progress.summary() == "3 of 3 repetitions" and not progress.partial

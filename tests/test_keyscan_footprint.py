@@ -105,7 +105,7 @@ def test_no_touch_on_7_2_leaves_clocks_and_error_counters(start_redis, valkey_bi
     idle_before, errors_before = clocks(direct, names), error_counters(direct)
 
     profile = KeyspaceProfile(busy_share=0.5, scan_count=50, baseline_s=0.1)
-    scan, rows = scan_rows(keyspace.fn(read_only(server.url), profile))
+    scan, rows = scan_rows(keyspace(read_only(server.url), profile))
 
     # No key's idle time went back (each kept growing), no error counter rose.
     idle_after = clocks(direct, names)
@@ -135,7 +135,7 @@ def test_no_touch_on_7_2_leaves_clocks_and_error_counters(start_redis, valkey_bi
     fill(direct, "lfu")
     fresh = sorted(direct.keys("lfu:*"))
     freq_before = clocks(direct, fresh, "freq")
-    scan, _ = scan_rows(keyspace.fn(read_only(server.url), profile))
+    scan, _ = scan_rows(keyspace(read_only(server.url), profile))
     assert clocks(direct, fresh, "freq") == freq_before
     assert scan["touch_mode"] == "no-touch" and error_counters(direct) == errors_before
 
@@ -176,7 +176,7 @@ def test_a_refused_no_touch_falls_back_to_skipping_lengths(start_redis, valkey_b
     env = read_only(url, password_env="YS_TEST_READER_PW")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("YS_TEST_READER_PW", "pw")
-        scan, rows = scan_rows(keyspace.fn(env, KeyspaceProfile(baseline_s=0)))
+        scan, rows = scan_rows(keyspace(env, KeyspaceProfile(baseline_s=0)))
     assert scan["touch_mode"] == "skipped" and "CLIENT NO-TOUCH refused" in scan["touch_note"]
     assert scan["errors"] == 1 and "no permissions" in scan["first_error"]  # that refusal
     assert {r["elements"] for r in rows.values()} == {None}
@@ -196,7 +196,7 @@ def test_before_7_2_lengths_are_skipped_unless_touching_is_allowed(redis_server)
 
     # Read-only default: no length command, so no key touched; the row says why.
     profile = KeyspaceProfile(busy_share=0.5, scan_count=50, baseline_s=0)
-    scan, rows = scan_rows(keyspace.fn(read_only(redis_server.url), profile))
+    scan, rows = scan_rows(keyspace(read_only(redis_server.url), profile))
     assert scan["touch_mode"] == "skipped" and "has no CLIENT NO-TOUCH" in scan["touch_note"]
     assert {r["elements"] for r in rows.values()} == {None} and len(rows) == len(names)
     assert {rows[k]["type"] for k in names} == {"string", "hash", "set", "zset", "list", "stream"}
@@ -221,7 +221,7 @@ def test_before_7_2_lengths_are_skipped_unless_touching_is_allowed(redis_server)
 
     # Allowed: element counts, every key touched and counted, still no error reply.
     touching = profile.model_copy(update={"allow_touch": True})
-    scan, rows = scan_rows(keyspace.fn(read_only(redis_server.url), touching))
+    scan, rows = scan_rows(keyspace(read_only(redis_server.url), touching))
     assert scan["touch_mode"] == "touched" and scan["keys_touched"] == len(names)
     assert rows["app:bighash"]["elements"] == 200 and rows["app:stream"]["elements"] == 1
     assert max(clocks(direct, names).values()) <= 1  # every idle clock was reset

@@ -107,7 +107,7 @@ def test_grouping_readings_and_top_keys(redis_server, tmp_path):
         baseline_s=0.1,
         allow_touch=True,
     )
-    measured = keyspace.fn(env, profile)
+    measured = keyspace(env, profile)
 
     keys = measured.tables["keyspace_keys"].to_pylist()
     assert len(keys) == direct.dbsize()  # complete: every key exactly once
@@ -131,7 +131,7 @@ def test_grouping_readings_and_top_keys(redis_server, tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(keyscan.scan, "ENCODING_FIRST_KEYS", 0)
         patch.setattr(keyscan.driver, "ENCODING_EVERY", 4)
-        sampled = keyspace.fn(env, profile)
+        sampled = keyspace(env, profile)
     sampled_keys = sampled.tables["keyspace_keys"].to_pylist()
     read = [r for r in sampled_keys if r["encoding"] is not None]
     assert len(keys) / 4 <= len(read) <= len(keys) / 4 + 2 * profile.top_keys
@@ -194,7 +194,7 @@ def test_key_cap_stops_cleanly_and_reports_coverage(redis_server, tmp_path):
     profile = KeyspaceProfile(
         max_keys=500, busy_share=0.5, max_wall_s=30, scan_count=100, baseline_s=0.05
     )
-    measured = keyspace.fn(read_only(redis_server), profile)
+    measured = keyspace(read_only(redis_server), profile)
     scan = measured.tables["keyspace_scans"].to_pylist()[0]
     assert scan["stop_reason"] == "key_cap"
     assert measured.tables["keyspace_keys"].num_rows == 500
@@ -262,7 +262,7 @@ def test_read_only_guard_holds_during_the_scan(redis_server):
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     assert ready.wait(5)
-    keyspace.fn(
+    keyspace(
         read_only(redis_server),
         KeyspaceProfile(busy_share=0.5, scan_count=50, baseline_s=0, allow_touch=True),
     )

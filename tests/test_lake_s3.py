@@ -35,8 +35,8 @@ def _measure(env: Environment, when: datetime) -> tuple[str, dict[str, pa.Table]
     """One real run's tables (fingerprint and a short round trip), as a flow hands them over."""
     run_id = lake.new_run_id(when)
     measured = [
-        fingerprint.fn(env, None),
-        round_trip.fn(env, RoundTripProfile(windows=2, window_s=0.1, interval_ms=0.5)),
+        fingerprint(env, None),
+        round_trip(env, RoundTripProfile(windows=2, window_s=0.1, interval_ms=0.5)),
     ]
     tables: dict[str, pa.Table] = {}
     for result in measured:

@@ -28,8 +28,8 @@ def _land_run(lake_dir: Path, env: Environment) -> str:
     runs and steps rows from the shared lake factory (tests/lakes.py)."""
     run = lakes.new_run(lake_dir, env.name, datetime.now(UTC))
     measured = [
-        fingerprint.fn(env, None),
-        round_trip.fn(env, RoundTripProfile(windows=2, window_s=0.2, interval_ms=0.5)),
+        fingerprint(env, None),
+        round_trip(env, RoundTripProfile(windows=2, window_s=0.2, interval_ms=0.5)),
     ]
     for result in measured:
         for table, data in result.tables.items():

@@ -363,9 +363,9 @@ def test_memtier_repetitions_give_n_median_and_noise(redis_server, tmp_path, mon
     env = scratch(redis_server)
     open_client(env, "test", db=15).set("someone:else", "v")  # refused, never loaded
     with pytest.raises(ForeignKeys):
-        memtier.fn(env, MemtierProfile(repetitions=3, test_time_s=1))
+        memtier(env, MemtierProfile(repetitions=3, test_time_s=1))
     open_client(env, "test", db=15).flushdb()
-    measured = memtier.fn(env, MemtierProfile(repetitions=3, test_time_s=1))
+    measured = memtier(env, MemtierProfile(repetitions=3, test_time_s=1))
     assert measured.tables["memtier"].num_rows == 3 * 3  # runs x op types
     con = figures_of(tmp_path, "s", measured.tables)
     fig = {

@@ -75,3 +75,30 @@ def test_every_layer_is_a_folder() -> None:
     """The package holds no loose modules beyond the base ones."""
     loose = {p.name for p in (ROOT / "yardstick").glob("*.py")}
     assert loose == {"__init__.py", "engine.py", "errors.py", "interrupt.py"}
+
+
+TASKS = sorted((ROOT / "yardstick" / "tasks").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", TASKS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_measurement_modules_import_no_prefect(path: Path) -> None:
+    """A family's function is plain Python: the flows make it a Prefect task."""
+    found = [
+        f"line {line}: {name}" for line, name in _imports(path) if name.split(".")[0] == "prefect"
+    ]
+    assert not found, "imports Prefect: " + "; ".join(found)
+
+
+def test_the_measurement_layer_loads_no_prefect() -> None:
+    """Every module of yardstick/tasks/, imported in a fresh process, brings no Prefect in."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import importlib, pkgutil, sys; import yardstick.tasks as t; "
+        "[importlib.import_module(f'yardstick.tasks.{m.name}') "
+        " for m in pkgutil.iter_modules(t.__path__)]; "
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'prefect'}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -76,7 +76,7 @@ def figure(con, name: str, subject: str) -> tuple[float, int]:
 
 
 def test_bytes_per_key_matches_a_difference_taken_here(redis_server, tmp_path):
-    measured = memory_by_difference.fn(scratch(redis_server), PROFILE)
+    measured = memory_by_difference(scratch(redis_server), PROFILE)
     direct = redis.Redis(port=redis_server.port, db=1)
     assert direct.dbsize() == 0  # left as found
 
@@ -148,7 +148,7 @@ def test_refuses_a_database_holding_foreign_keys(redis_server):
     direct.set("orders:1", "someone else's")
     commands_before = direct.info("commandstats")
     with pytest.raises(ForeignKeys, match="not written by the tool"):
-        memory_by_difference.fn(scratch(redis_server), PROFILE)
+        memory_by_difference(scratch(redis_server), PROFILE)
     assert direct.dbsize() == 1 and direct.get("orders:1") == b"someone else's"
     calls = direct.info("commandstats")
     for write in ("cmdstat_set", "cmdstat_del", "cmdstat_rpush"):
@@ -164,14 +164,14 @@ def test_leftovers_of_the_tool_are_removed_and_only_they(redis_server):
     small = MemoryProfile(
         shapes=[MemoryShape(name="string", type="string", key_count=500)], usage_sample_keys=5
     )
-    memory_by_difference.fn(scratch(redis_server), small)
+    memory_by_difference(scratch(redis_server), small)
     assert direct.keys("*") == [b"yardstick:fixture:other"]
 
 
 def test_read_only_never_gets_the_load(redis_server):
     env = Environment(name="site", url=redis_server.url, mode="read-only")
     with pytest.raises(NotScratch, match="scratch environments only"):
-        memory_by_difference.fn(env, PROFILE)
+        memory_by_difference(env, PROFILE)
     assert redis.Redis(port=redis_server.port).dbsize() == 0
     memory = next(f for f in FAMILIES if f.name == "memory")
     assert memory.skip_reason(env) is not None

@@ -180,7 +180,7 @@ def built(prefect_server, tmp_path_factory) -> Iterator[duckdb.DuckDBPyConnectio
         hogged = Environment(name="hogged", url=server.url, mode="scratch")
         assert _hogged_run(hogged, lake_dir)["status"] == "ok"
         env = Environment(name="empty", url=server.url, mode="read-only")
-        measured = keyspace.keyspace.fn(env, PROFILES["quick"].keyspace)
+        measured = keyspace.keyspace(env, PROFILES["quick"].keyspace)
     finally:
         server.stop()
     run = lakes.new_run(lake_dir, "empty", AT)

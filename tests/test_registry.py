@@ -93,24 +93,20 @@ def test_a_hanging_family_fails_at_its_timeout_and_the_next_one_runs(tmp_path):
     family: a hang is recorded as failed with its bound, and the plan goes on."""
     import time
 
-    from prefect import task
-
     from yardstick import interrupt
     from yardstick.flows.landing import run_family
     from yardstick.settings.config import Environment
     from yardstick.tasks.base import Measured, RunContext
 
-    @task
     def hang(env):
         while True:  # a family stuck in its own loop, as a frozen server would leave it
             interrupt.sleep(0.05)
 
-    @task
     def instant(env):
         return Measured()
 
     declared = [
-        Family(name=n, phase="load", task=t, arguments=lambda e, p, c: (e,), tables={})
+        Family(name=n, phase="load", measure=t, arguments=lambda e, p, c: (e,), tables={})
         for n, t in (("hangs", hang), ("after", instant))
     ]
     env = Environment(

@@ -96,7 +96,7 @@ def test_read_only_environment_is_refused_before_anything_is_sent(server):
         with config_changes(server.client, env, {"slowlog-log-slower-than": 0}):
             pytest.fail("never reached")
     with pytest.raises(NotScratch):
-        slow_commands_task.slow_commands.fn(env, SlowCommandsProfile())
+        slow_commands_task.slow_commands(env, SlowCommandsProfile())
 
 
 def test_guard_also_refuses_config_set_on_read_only(server):
@@ -133,7 +133,7 @@ def test_slow_commands_failing_halfway_leave_nothing_behind(server, monkeypatch)
         list_len=2000, hash_fields=500, string_keys=1500, repetitions=2, get_calls=10
     )
     with pytest.raises(Injected):
-        slow_commands_task.slow_commands.fn(server.env, profile)
+        slow_commands_task.slow_commands(server.env, profile)
     # It failed halfway indeed: threshold lowered, fixtures loaded (the fixture checks the rest).
     assert seen["slowlog-log-slower-than"] == "0" and seen["fixture_keys"] > 1000
 
@@ -145,7 +145,7 @@ def test_contention_failing_during_the_loop_leaves_nothing_behind(server, monkey
         list_len=2000, before_s=0.1, during_s=0.2, after_s=0.1, window_s=0.1
     )
     with pytest.raises(Injected):
-        contention_task.contention.fn(server.env, profile)
+        contention_task.contention(server.env, profile)
     assert seen["slowlog-log-slower-than"] == "1000" and seen["slowlog-max-len"] != "77"
     assert seen["fixture_keys"] == 1
 
@@ -153,5 +153,5 @@ def test_contention_failing_during_the_loop_leaves_nothing_behind(server, monkey
 def test_agreement_failing_halfway_leaves_nothing_behind(server, monkeypatch):
     seen = _fail_on_call(monkeypatch, server, agreement_task, "find_own_entry", 1)
     with pytest.raises(Injected):
-        agreement_task.agreement.fn(server.env, AgreementProfile(list_len=2000))
+        agreement_task.agreement(server.env, AgreementProfile(list_len=2000))
     assert seen["latency-monitor-threshold"] == "1" and seen["fixture_keys"] == 1

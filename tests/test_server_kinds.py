@@ -43,7 +43,7 @@ def test_the_fingerprint_names_valkey_and_its_own_version(start_redis, valkey_bi
     assert valkey_binary.product == "valkey"
     # RedisProcess starts it with redis-server's arguments (--save "", --appendonly no, ...).
     server = start_redis(valkey_binary)
-    measured = fingerprint.fn(Environment(name="vk", url=server.url, mode="scratch"))
+    measured = fingerprint(Environment(name="vk", url=server.url, mode="scratch"))
     rows = measured.tables["fingerprint"].to_pylist()
     facts = {(r["section"], r["key"]): r["value"] for r in rows}
     assert facts[("product", "name")] == "valkey"

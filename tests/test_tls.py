@@ -277,12 +277,12 @@ def test_verified_and_unverified_tls_measure_every_family_and_say_so(tls_server,
                 ],
             )
         }
-        measured = fingerprint.fn(env)
+        measured = fingerprint(env)
         tables.update(measured.tables)
-        rt = round_trip.fn(env, TINY_RT)
+        rt = round_trip(env, TINY_RT)
         assert rt.tables["ping_windows"].num_rows == 1
         tables.update(rt.tables)
-        bench = throughput.fn(env, TINY_MATRIX).tables["benchmark"].to_pylist()
+        bench = throughput(env, TINY_MATRIX).tables["benchmark"].to_pylist()
         assert bench and all(r["status"] == "ok" for r in bench), bench
         assert all(r["rps"] > 0 for r in bench)
         tables["benchmark"] = to_table("benchmark", bench)
@@ -357,14 +357,14 @@ def test_mutual_tls_needs_the_client_certificate(tls_server, pki):
         cert_file=pki["client.pem"],
         key_file=pki["client.key"],
     )
-    assert _probe(fingerprint.fn(with_cert))["tls_client_cert"] == "true"
-    assert round_trip.fn(with_cert, TINY_RT).tables["ping_windows"].num_rows == 1
-    bench = throughput.fn(with_cert, TINY_MATRIX).tables["benchmark"].to_pylist()
+    assert _probe(fingerprint(with_cert))["tls_client_cert"] == "true"
+    assert round_trip(with_cert, TINY_RT).tables["ping_windows"].num_rows == 1
+    bench = throughput(with_cert, TINY_MATRIX).tables["benchmark"].to_pylist()
     assert bench and all(r["status"] == "ok" for r in bench), bench
 
     without = _env(server, "mtls-nocert", ca_file=pki["ca.pem"])
     with pytest.raises(redis.exceptions.ConnectionError) as caught:
-        fingerprint.fn(without)
+        fingerprint(without)
     line = one_line(caught.value)
     assert "\n" not in line and line.startswith("ConnectionError: "), line
     # redis-benchmark without the certificate gets nowhere either: it hangs (7.0.15) until the

@@ -95,7 +95,7 @@ def test_redis_benchmark_never_sees_the_password_and_its_user_is_gone_after(
     env = Environment(name="s", url=server.url, mode="scratch", password_env=PASSWORD_VAR)
 
     with CommandLines() as lines:
-        measured = throughput.fn(env, TINY)
+        measured = throughput(env, TINY)
 
     rows = measured.tables["benchmark"].to_pylist()
     assert rows and all(r["status"] == "ok" for r in rows), rows[0].get("error")
@@ -124,7 +124,7 @@ def test_no_per_run_user_means_no_benchmark(start_redis, monkeypatch):
     url = server.url.replace("redis://", "redis://limited@")
     env = Environment(name="s", url=url, mode="scratch", password_env="YS_TOOL_AUTH_LIMITED")
     with CommandLines() as lines, pytest.raises(Skipped) as refused:
-        throughput.fn(env, TINY)
+        throughput(env, TINY)
     message = str(refused.value)
     assert message.startswith("cannot create a per-run ACL user: ")
     assert "refusing to put the password on a command line" in message
@@ -189,7 +189,7 @@ def test_memtier_authenticates_as_the_per_run_user(start_redis, monkeypatch, tmp
     )
     env = Environment(name="s", url=server.url, mode="scratch", password_env=PASSWORD_VAR)
 
-    measured = memtier.fn(env, MemtierProfile(repetitions=1, test_time_s=1))
+    measured = memtier(env, MemtierProfile(repetitions=1, test_time_s=1))
     assert measured.tables["memtier"].num_rows == 3
     args = json.loads(argv.read_text())
     auth = [a for a in args if a.startswith("--authenticate=")]

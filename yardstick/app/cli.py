@@ -281,7 +281,7 @@ def _plans(envs) -> dict[str, list[str]]:
     from yardstick.flows.plan import families_for
 
     return {
-        e.name: [f.task.name for f in families_for(e) if f.skip_reason(e) is None]
+        e.name: [f.task_name for f in families_for(e) if f.skip_reason(e) is None]
         for e in envs or []
     }
 
@@ -291,7 +291,7 @@ def _expected(warehouse: Path, profile: str) -> dict[tuple[str, str], float]:
     from yardstick.app.progress import expected_durations
     from yardstick.flows.plan import FAMILIES
 
-    task_of = {f.name: f.task.name for f in FAMILIES}
+    task_of = {f.name: f.task_name for f in FAMILIES}
     return {
         (env, task_of[family]): seconds
         for (env, family), seconds in expected_durations(warehouse, profile).items()

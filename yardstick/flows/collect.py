@@ -11,10 +11,8 @@ in Prefect's database), and imports that stop short of the warehouse, reports an
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from prefect import flow
 from prefect.states import Failed, State
@@ -24,12 +22,7 @@ from yardstick import engine, interrupt
 from yardstick.flows.hostlock import holding
 from yardstick.flows.landing import land_tool_cost, run_logger
 from yardstick.flows.outcome import EnvOutcome, RunEnded
-from yardstick.flows.plan import (
-    FAMILIES,
-    families_for,
-    host_group_label,
-    host_groups,
-)
+from yardstick.flows.plan import FAMILIES, each_host_group, families_for, host_group_label
 from yardstick.flows.targets import configured_lake, environments, sites_of
 from yardstick.flows.units import measure_units
 from yardstick.host import selfcost
@@ -60,8 +53,6 @@ COMPACT_AFTER_FILES = 3
 # How long a collection waits for a host another run is measuring, then skips it (recorded):
 # well inside the 5-minute schedule, so the next collection never finds this one running.
 HOST_WAIT_S = 120.0
-# Host groups read side by side at most (the nightly flow's task runner had 8 workers).
-MAX_PARALLEL_GROUPS = 8
 
 
 class CollectSummary(BaseModel):
@@ -160,7 +151,6 @@ def collect_environments(
 ) -> list[EnvOutcome]:
     """Collect every environment: one host group after another inside, groups side by side
     (threads of this flow run, not task runs); outcomes in group order."""
-    groups = host_groups(envs)
     context = collect_context(envs, run_id, lake_dir, server_binary)
 
     def one_group(group: list[Environment]) -> list[EnvOutcome]:
@@ -177,16 +167,7 @@ def collect_environments(
                 ).with_members()
             ]
 
-    with ThreadPoolExecutor(
-        max_workers=max(1, min(MAX_PARALLEL_GROUPS, len(groups))),
-        thread_name_prefix="yardstick-collect",
-    ) as pool:
-        # Each thread gets a copy of the flow run's context: get_run_logger() and the
-        # concurrency client find the flow run there.
-        futures = [
-            pool.submit(contextvars.copy_context().run, one_group, group) for group in groups
-        ]
-        return [outcome for future in futures for outcome in future.result()]
+    return each_host_group(envs, one_group, "yardstick-collect")
 
 
 def send_collection(

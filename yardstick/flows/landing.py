@@ -5,25 +5,33 @@ each time) does not pay for them."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
+import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 
 import pyarrow as pa
-from prefect import get_run_logger
+from prefect import Task, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.client.schemas.objects import TaskRun
 from prefect.exceptions import MissingContextError
+from prefect.states import State
 
 from yardstick import __version__, engine, interrupt
 from yardstick.flows.outcome import EnvOutcome
 from yardstick.host import selfcost
+from yardstick.host.familyload import LoadSampler
 from yardstick.host.selfcost import TOOL_COST
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import Profile
 from yardstick.storage import lake
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import (
+    FAMILY_LOAD,
     Family,
     Measured,
     Progress,
@@ -79,8 +87,8 @@ def run_family(
     plain: bool = False,
 ) -> dict:
     """Run one family and land its tables; return its step row (with `unreachable` set when
-    the failure means the server cannot be reached). `plain`: call its task's function, not
-    a task run (the 5-minute collection)."""
+    the failure means the server cannot be reached). `plain`: call its function, not as a
+    step (no task run, no load sampled: the 5-minute collection)."""
     step_start, step_started_at = time.perf_counter(), utc_now()
     step = {
         "family": family.name,
@@ -110,10 +118,7 @@ def run_family(
             interrupt.bounded(family.name, timeout_s),
             meter.family(family.name, env.name),
         ):
-            if plain:
-                measured = family.run_plain(env, profile, context)
-            else:
-                measured = _named_task_run(family, env, profile, context)
+            measured = _measure(family, env, profile, context, progress, plain)
         with meter.landing(env.name):
             for table, data in measured.tables.items():
                 lake.write(lake_dir, table, env.name, run_id, data)
@@ -156,9 +161,85 @@ def task_run_label(name: str, env_name: str) -> str:
     return f"{name}[{env_name}]"
 
 
-def _named_task_run(family: Family, env: Environment, profile: Profile, context: RunContext):
-    """Run the family's task as a task run named for its environment."""
-    return family.run(env, profile, context, task_run_label(family.task.name, env.name))
+def transient(exc: BaseException) -> bool:
+    """Whether a family's failure may pass on a retry: not a skip, a stop or its bound (a
+    retry would start its units again, and lose those it finished)."""
+    return not isinstance(exc, Skipped | interrupt.Interrupted | interrupt.FamilyTimeout)
+
+
+def _retry_condition(_task: Task, _run: TaskRun, state: State) -> bool:
+    """Prefect's retry condition for a family's task run: its failure is transient."""
+    failure = state.data  # the exception, in the Failed state Prefect asks about
+    return not isinstance(failure, BaseException) or transient(failure)
+
+
+_tasks: dict[Family, Task] = {}
+_tasks_lock = threading.Lock()  # host groups' threads ask for the same family at once
+
+
+def family_task(family: Family) -> Task:
+    """The family's function as a Prefect task, made once per family: its name and retries
+    as the family declares them, nothing cached (each call measures)."""
+    with _tasks_lock:
+        if family not in _tasks:
+            _tasks[family] = task(
+                family.measure,
+                name=family.task_name,
+                cache_policy=NO_CACHE,
+                retries=family.retries,
+                retry_delay_seconds=family.retry_delay_s,
+                retry_condition_fn=_retry_condition,
+            )
+        return _tasks[family]
+
+
+def _called(family: Family, arguments: tuple) -> Measured:
+    """The family's function called here (no task run), retried as the family declares."""
+    return engine.retried(
+        family.measure,
+        *arguments,
+        retries=family.retries,
+        delay_s=family.retry_delay_s,
+        retry_if=transient,
+    )
+
+
+def _measure(
+    family: Family,
+    env: Environment,
+    profile: Profile,
+    context: RunContext,
+    progress: Progress,
+    plain: bool,
+) -> Measured:
+    """Measure `env`: a task run named for it inside a flow run (its step in the terminal
+    otherwise), the host's load sampled through it; `plain`: the function alone."""
+    if plain:
+        return _called(family, family.arguments(env, profile, context))
+    label = task_run_label(family.task_name, env.name)
+    sampler = LoadSampler(family.name, env.on_server_host)
+    try:
+        with sampler:
+            arguments = family.arguments(env, profile, context)
+            if engine.orchestrated():
+                measured = engine.call(family_task(family), *arguments, name=label)
+            else:
+                with engine.journal.running(label):
+                    measured = _called(family, arguments)
+    except (interrupt.Interrupted, interrupt.FamilyTimeout):
+        # What a stopped family finished lands from its snapshot: with the load too.
+        if progress.snapshot is not None:
+            progress.snapshot = functools.partial(_with_load, progress.snapshot, sampler)
+        raise
+    measured.tables[FAMILY_LOAD] = sampler.table()
+    return measured
+
+
+def _with_load(snapshot: Callable[[], Measured], sampler: LoadSampler) -> Measured:
+    """A stopped family's snapshot, with the load sampled while it ran."""
+    measured = snapshot()
+    measured.tables[FAMILY_LOAD] = sampler.table()
+    return measured
 
 
 def land_finished(

@@ -3,9 +3,7 @@ another (task runs in a flow run, threads of this process otherwise)."""
 
 from __future__ import annotations
 
-import contextvars
 import signal
-from concurrent.futures import ThreadPoolExecutor
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -15,7 +13,7 @@ from prefect.utilities.annotations import quote
 from yardstick import engine, interrupt
 from yardstick.flows.landing import run_logger, task_run_label
 from yardstick.flows.outcome import EnvOutcome
-from yardstick.flows.plan import families_for, host_group_label, host_groups
+from yardstick.flows.plan import each_host_group, families_for, host_group_label, host_groups
 from yardstick.flows.units import measure_units
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import Profile
@@ -24,8 +22,6 @@ from yardstick.tasks.base import RunContext
 
 # How long an interrupted run waits for its families to restore the servers and land.
 STOP_GRACE_S = 30.0
-# Host groups measured side by side at most (the flow's task runner has as many workers).
-MAX_PARALLEL_GROUPS = 8
 
 
 @task(name="measure-environment", cache_policy=NO_CACHE)
@@ -124,7 +120,6 @@ def _measure_plainly(
 ) -> list[EnvOutcome]:
     """measure_environments without a flow run: a thread per host group (as many as the
     flow's task runner has workers), its environments one after another."""
-    groups = host_groups(envs)
     peers = {e.name: e for e in envs}
     holders = {
         e.name: engine.journal.add(task_run_label("measure-environment", e.name), "PENDING")
@@ -151,21 +146,8 @@ def _measure_plainly(
                 )
         return outcomes
 
-    with ThreadPoolExecutor(
-        max_workers=max(1, min(MAX_PARALLEL_GROUPS, len(groups))),
-        thread_name_prefix="yardstick-measure",
-    ) as pool:
-        # Each thread gets a copy of this context (the run's settings, the stop's state).
-        futures = [
-            pool.submit(contextvars.copy_context().run, one_group, group) for group in groups
-        ]
-        try:
-            return [part for f in futures for o in f.result() for part in o.with_members()]
-        except BaseException as exc:
-            interrupt.request_stop(f"{type(exc).__name__} received")
-            for future in futures:
-                future.cancel()
-            raise
+    outcomes = each_host_group(envs, one_group, "yardstick-measure")
+    return [part for outcome in outcomes for part in outcome.with_members()]
 
 
 def _label_of(env_name: str):

@@ -16,8 +16,9 @@ from yardstick import engine, interrupt
 from yardstick.flows.announce import announce_verdicts
 from yardstick.flows.artifacts import for_artifact
 from yardstick.flows.landing import land_tool_cost, run_logger
-from yardstick.flows.measure import MAX_PARALLEL_GROUPS, measure_environments
+from yardstick.flows.measure import measure_environments
 from yardstick.flows.outcome import RunEnded, RunSummary
+from yardstick.flows.plan import MAX_PARALLEL_GROUPS
 from yardstick.flows.sites import (
     SITE_TIMEOUT_S,
     START_TIMEOUT_S,

@@ -1,14 +1,25 @@
 """The plan of a run: in which order the families run, which of them each environment gets,
-and which environments share a host. The families describe themselves (tasks/, `FAMILY`)."""
+which environments share a host, and host groups run side by side. The families describe
+themselves (tasks/, `FAMILY`)."""
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from yardstick import interrupt
 from yardstick.settings.config import Environment
 
 # Re-exported: the check needs no family imported (the CLI runs it before Prefect loads).
 from yardstick.settings.selection import check_families  # noqa: F401
 from yardstick.tasks.base import Family, in_scope
 from yardstick.tasks.registry import families
+
+# Host groups measured side by side at most (the nightly flow's task runner has as many workers).
+MAX_PARALLEL_GROUPS = 8
+Done = TypeVar("Done")
 
 # The phases of a run, in order; a family names its phase, families of one phase run in name
 # order.
@@ -91,3 +102,30 @@ def host_groups(envs: list[Environment]) -> list[list[Environment]]:
 def host_group_label(group: list[Environment]) -> str:
     """A readable name for a host group (its first environment's host)."""
     return _host_key(group[0])
+
+
+def each_host_group(
+    envs: list[Environment],
+    one_group: Callable[[list[Environment]], list[Done]],
+    thread_name: str,
+) -> list[Done]:
+    """What `one_group` returns for each host group of `envs`, in group order: the groups side
+    by side in threads of this process (no task runs), each thread in a copy of this context
+    (the flow run, the run's settings, the stop's state)."""
+    groups = host_groups(envs)
+    with ThreadPoolExecutor(
+        max_workers=max(1, min(MAX_PARALLEL_GROUPS, len(groups))), thread_name_prefix=thread_name
+    ) as pool:
+        futures = [
+            pool.submit(contextvars.copy_context().run, one_group, group) for group in groups
+        ]
+        try:
+            return [done for future in futures for done in future.result()]
+        except BaseException as exc:
+            # Ctrl-C or SIGTERM here, or a group that failed: the families of the other
+            # groups stop at their next check and restore their servers before this returns
+            # (leaving the pool waits for them), not after the run.
+            interrupt.request_stop(f"{type(exc).__name__} received")
+            for future in futures:
+                future.cancel()
+            raise

@@ -12,8 +12,6 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 import redis
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 
 from yardstick import interrupt
@@ -112,7 +110,6 @@ def _one_sort(client: redis.Redis, args: list[str], rep_idx: int, last_id: int |
     }
 
 
-@task(name="agreement", cache_policy=NO_CACHE)
 def agreement(env: Environment, profile: AgreementProfile) -> Measured:
     """Time SORT ... ALPHA LIMIT 0 10 with three instruments, `repetitions` times."""
     require_scratch(env)
@@ -192,7 +189,7 @@ FAMILY = Family(
     name="agreement",
     phase="experiments",
     scope="experiment",
-    task=agreement,
+    measure=agreement,
     arguments=lambda env, profile, ctx: (env, profile.agreement),
     tables=TABLES,
     settings=AgreementProfile,

@@ -1,8 +1,10 @@
-"""What a measurement family is (its declaration) and what every family's task returns."""
+"""What a measurement family is (its declaration) and what every family's function returns.
+
+Plain Python: no Prefect here nor in any family module (tests/test_layers.py checks it);
+yardstick/flows/landing.py makes each family's function a Prefect task."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping
@@ -15,9 +17,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel
 
-from yardstick import engine, interrupt
 from yardstick.access.environment import Environment
-from yardstick.host.familyload import LoadSampler
 from yardstick.host.tools import find_tool, search_tool
 
 # The lake table of the host's load sampled through each family (yardstick/host/familyload.py).
@@ -137,13 +137,6 @@ def tracking_progress() -> Iterator[Progress]:
         _progress.reset(token)
 
 
-def _with_load(snapshot: Callable[[], Measured], sampler: LoadSampler) -> Measured:
-    """A stopped family's snapshot, with the load sampled while it ran."""
-    measured = snapshot()
-    measured.tables[FAMILY_LOAD] = sampler.table()
-    return measured
-
-
 class Skipped(Exception):
     """A family that cannot apply to this environment in this run (recorded as skipped)."""
 
@@ -159,13 +152,6 @@ def rows_to_table(table: str, schema: pa.Schema, rows: list[dict]) -> pa.Table:
     if extra:
         raise ValueError(f"table {table!r}: unknown columns {sorted(extra)}")
     return pa.Table.from_pylist(rows, schema=schema)
-
-
-def _retry_delay_s(declared: float | list[float] | None, attempt: int) -> float:
-    """The delay before retry `attempt` (0-based) as a Prefect task declares it."""
-    if isinstance(declared, list | tuple):
-        return float(declared[min(attempt, len(declared) - 1)]) if declared else 0.0
-    return float(declared or 0)
 
 
 @dataclass(frozen=True)
@@ -240,22 +226,25 @@ def in_scope(scope: str, env: Environment) -> bool:
     raise ValueError(f"unknown scope {scope!r}")
 
 
-# The arguments of a family's task, from the environment, the run's profile and its context.
+# The arguments of a family's function, from the environment, the run's profile and its context.
 Arguments = Callable[[Environment, Any, RunContext], tuple]
 
 
-@dataclass(frozen=True)
+# eq=False: a declaration is itself (hashable by identity), whatever its fields hold; the
+# flows keep one Prefect task per family by it.
+@dataclass(frozen=True, eq=False)
 class Family:
     """A measurement family, declared by its own module (`FAMILY = Family(...)` in tasks/):
-    what it is called, when and where it runs, the tables it lands, its profile settings and
-    its task. tasks/registry.py collects the declarations; flows/plan.py orders them by phase."""
+    what it is called, when and where it runs, the tables it lands, its profile settings, its
+    function and its retries. tasks/registry.py collects the declarations; flows/plan.py orders
+    them by phase; flows/landing.py runs the function (a task run in a flow run)."""
 
     name: str
     # When in a run: one of yardstick/flows/plan.PHASES (families of a phase run in name order).
     phase: str
-    # The Prefect task, and how its arguments come from (env, profile, context): a run calls
-    # the task (a task run), the 5-minute collection calls its plain function.
-    task: Any
+    # The plain function that measures and returns a Measured, and how its arguments come
+    # from (env, profile, context).
+    measure: Callable[..., Measured]
     arguments: Arguments
     # The lake tables it lands, with their Arrow schemas (yardstick/storage/schemas.py adds
     # the run's own tables).
@@ -281,48 +270,19 @@ class Family:
     # Tables of per-sample detail that retention drops after `detail_days`, keeping the
     # figures derived from them (yardstick/storage/retention.py).
     detail_tables: tuple[str, ...] = ()
+    # Its step's name in Prefect's UI and the terminal (`round-trip[scratch-a]`, the task
+    # run's); default: the family's name with dashes.
+    task_name: str = ""
+    # How many times a failure is tried again (a skip, a stop or the bound never is), after
+    # `retry_delay_s`: Prefect retries its task run, a plain call (the one-shot CLI, the
+    # collection) retries the same way (yardstick/flows/landing.py).
+    retries: int = 0
+    retry_delay_s: float = 0.0
 
-    def run(
-        self, env: Environment, profile: Any, context: RunContext, label: str | None = None
-    ) -> Measured:
-        """Measure `env` as a Prefect task run named `label` (a plain call outside a flow run),
-        the host's load sampled through it: every family of a run lands its `family_load`
-        rows this way."""
-        sampler = LoadSampler(self.name, env.on_server_host)
-        try:
-            with sampler:
-                if engine.orchestrated():
-                    measured = engine.call(
-                        self.task, *self.arguments(env, profile, context), name=label
-                    )
-                else:
-                    # No flow run (a one-shot CLI run): the function, retried as declared.
-                    with engine.journal.running(label):
-                        measured = self.run_plain(env, profile, context)
-        except (interrupt.Interrupted, interrupt.FamilyTimeout):
-            # What a stopped family finished lands from its snapshot: with the load too.
-            tracked = _progress.get()
-            if tracked is not None and tracked.snapshot is not None:
-                tracked.snapshot = functools.partial(_with_load, tracked.snapshot, sampler)
-            raise
-        measured.tables[FAMILY_LOAD] = sampler.table()
-        return measured
-
-    def run_plain(self, env: Environment, profile: Any, context: RunContext) -> Measured:
-        """Measure `env` by calling the task's function directly (no task run), retried as
-        the task's decorator declares."""
-        arguments = self.arguments(env, profile, context)
-        retries = self.task.retries or 0
-        for attempt in range(retries + 1):
-            try:
-                return self.task.fn(*arguments)
-            except (Skipped, interrupt.Interrupted, interrupt.FamilyTimeout):
-                raise
-            except Exception:
-                if attempt == retries:
-                    raise
-                interrupt.sleep(_retry_delay_s(self.task.retry_delay_seconds, attempt))
-        raise AssertionError("unreachable")  # the loop returns or raises
+    def __post_init__(self) -> None:
+        """Name the step after the family when its module names it no other way."""
+        if not self.task_name:
+            object.__setattr__(self, "task_name", self.name.replace("_", "-"))
 
     def table(self, name: str, rows: list[dict]) -> pa.Table:
         """Rows of one of the family's tables as an Arrow table of its declared schema."""

@@ -12,8 +12,6 @@ import time
 
 import pyarrow as pa
 import redis
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 
 from yardstick import interrupt
@@ -178,7 +176,6 @@ def _windows(sock, phase: str, first_idx: int, profile: ContentionProfile) -> li
     return rows
 
 
-@task(name="contention", cache_policy=NO_CACHE)
 def contention(env: Environment, profile: ContentionProfile) -> Measured:
     """Victim PING windows before, during and after a culprit's SORT loop; SLOWLOG entries
     of the loop; PING/SORT counters around it."""
@@ -267,7 +264,7 @@ FAMILY = Family(
     name="contention",
     phase="experiments",
     scope="experiment",
-    task=contention,
+    measure=contention,
     arguments=lambda env, profile, ctx: (env, profile.contention),
     tables=TABLES,
     settings=ContentionProfile,

@@ -6,8 +6,6 @@ differences consecutive snapshots of the same server run into calls/s and µs pe
 from __future__ import annotations
 
 import pyarrow as pa
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment
@@ -30,7 +28,6 @@ TABLES: dict[str, pa.Schema] = {
 }
 
 
-@task(name="counters", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
 def snapshot_counters(env: Environment) -> Measured:
     """INFO commandstats with the server run id and uptime that make two snapshots comparable."""
     client = open_client(env, "counters")
@@ -59,7 +56,9 @@ def snapshot_counters(env: Environment) -> Measured:
 FAMILY = Family(
     name="counters",
     phase="collection",
-    task=snapshot_counters,
+    measure=snapshot_counters,
+    retries=1,
+    retry_delay_s=1.0,
     arguments=lambda env, profile, ctx: (env,),
     tables=TABLES,
     collected=True,

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import redis
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 import yardstick
 from yardstick.access.connect import open_client
@@ -159,7 +157,6 @@ def topology_facts(env: Environment) -> dict[str, str]:
     return facts
 
 
-@task(name="fingerprint", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
 def fingerprint(env: Environment, server_binary: dict[str, str] | None = None) -> Measured:
     """Record INFO sections, the server product and its version, its modules, CONFIG GET
     values, prober host facts, the wrapped tools and transport."""
@@ -208,7 +205,9 @@ FAMILY = Family(
     # First: every figure needs the environment that produced it.
     phase="identity",
     scope="all",
-    task=fingerprint,
+    measure=fingerprint,
+    retries=1,
+    retry_delay_s=1.0,
     arguments=lambda env, profile, ctx: (env, ctx.server_binary),
     tables=TABLES,
 )

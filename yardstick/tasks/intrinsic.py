@@ -8,8 +8,6 @@ import os
 import re
 
 import pyarrow as pa
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 
 from yardstick.host.hostload import busy_share, cpu_times
@@ -71,7 +69,6 @@ def parse_intrinsic(text: str) -> dict:
     }
 
 
-@task(name="intrinsic-latency", cache_policy=NO_CACHE)
 def intrinsic(profile: IntrinsicProfile) -> Measured:
     """Run the intrinsic-latency loop for `profile.duration_s` seconds on this machine."""
     tool = find_tool("redis-cli")
@@ -100,7 +97,8 @@ FAMILY = Family(
     name="intrinsic",
     phase="machine",
     scope="environment",
-    task=intrinsic,
+    measure=intrinsic,
+    task_name="intrinsic-latency",
     arguments=lambda env, profile, ctx: (profile.intrinsic,),
     tables=TABLES,
     settings=IntrinsicProfile,

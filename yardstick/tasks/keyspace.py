@@ -9,8 +9,6 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import redis
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict, Field
 
 from yardstick.access.connect import open_client
@@ -231,7 +229,6 @@ def scan_row(result: ScanResult) -> dict:
     }
 
 
-@task(name="keyspace", cache_policy=NO_CACHE)
 def keyspace(env: Environment, profile: KeyspaceProfile) -> Measured:
     """Scan the key space under the profile's budget; every key sampled, and the scan's cost."""
     client = open_client(env, ROLE)
@@ -300,7 +297,7 @@ FAMILY = Family(
     # Read commands only, every environment, under a server-time budget.
     phase="memory",
     scope="primary",
-    task=keyspace,
+    measure=keyspace,
     arguments=lambda env, profile, ctx: (env, profile.keyspace),
     tables=TABLES,
     settings=KeyspaceProfile,

@@ -13,8 +13,6 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 import redis
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment
@@ -81,7 +79,6 @@ def samples_to_land(
     return samples, None
 
 
-@task(name="latency-monitor", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
 def collect_latency(env: Environment, landed: Landed | None = None) -> Measured:
     """Read the monitor's threshold, latest spikes, per-event history and doctor text; land
     each event's history from what the lake holds (`landed`; None: all of it) on."""
@@ -155,7 +152,9 @@ def collect_latency(env: Environment, landed: Landed | None = None) -> Measured:
 FAMILY = Family(
     name="latency_monitor",
     phase="collection",
-    task=collect_latency,
+    measure=collect_latency,
+    retries=1,
+    retry_delay_s=1.0,
     # What the lake holds is read here, when the family starts (the host's lock held).
     arguments=lambda env, profile, ctx: (env, ctx.landed_of(env)),
     tables=TABLES,

@@ -18,8 +18,6 @@ from typing import Literal
 
 import pyarrow as pa
 import redis
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from yardstick import interrupt
@@ -452,7 +450,6 @@ def _sample_usage(
     return rows
 
 
-@task(name="memory-by-difference", cache_policy=NO_CACHE)
 def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
     """Load, read, remove, read: used_memory readings and MEMORY USAGE samples per shape."""
     if env.mode != "scratch":
@@ -614,7 +611,8 @@ FAMILY = Family(
     # What a key costs: writes, so scratch only; after the load generators.
     phase="memory",
     scope="primary",
-    task=memory_by_difference,
+    measure=memory_by_difference,
+    task_name="memory-by-difference",
     arguments=lambda env, profile, ctx: (env, profile.memory),
     tables=TABLES,
     settings=MemoryProfile,

@@ -11,8 +11,6 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pyarrow as pa
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict, Field
 
 from yardstick import interrupt
@@ -184,7 +182,6 @@ def memtier_args(
     return args + tls_args(env, "memtier_benchmark")
 
 
-@task(name="memtier", cache_policy=NO_CACHE)
 def memtier(
     env: Environment, profile: MemtierProfile, primaries: list[Environment] | None = None
 ) -> Measured:
@@ -282,7 +279,7 @@ FAMILY = Family(
     name="memtier",
     phase="load",
     scope="environment",
-    task=memtier,
+    measure=memtier,
     arguments=lambda env, profile, ctx: (env, profile.memtier, cluster_primaries(env, ctx)),
     tables=TABLES,
     settings=MemtierProfile,

@@ -13,8 +13,6 @@ from collections import Counter
 
 import pyarrow as pa
 import redis
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 
 from yardstick import interrupt
@@ -138,7 +136,6 @@ def latencystats_rows(client: redis.Redis, window_idx: int) -> list[dict]:
     ]
 
 
-@task(name="round-trip", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
 def round_trip(env: Environment, profile: RoundTripProfile) -> Measured:
     """PING windows with commandstats snapshots around each; raw aggregates and histograms."""
     if env.mode == "read-only":
@@ -225,7 +222,9 @@ def _measured(
 FAMILY = Family(
     name="round_trip",
     phase="round_trip",
-    task=round_trip,
+    measure=round_trip,
+    retries=1,
+    retry_delay_s=1.0,
     arguments=lambda env, profile, ctx: (env, profile.round_trip),
     tables=TABLES,
     settings=RoundTripProfile,

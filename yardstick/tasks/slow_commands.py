@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable
 
 import pyarrow as pa
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 from redis.client import NEVER_DECODE
 
@@ -162,7 +160,6 @@ def _run_repetitions(
         on_repetition(len(rows))
 
 
-@task(name="slow-commands", cache_policy=NO_CACHE)
 def slow_commands(env: Environment, profile: SlowCommandsProfile) -> Measured:
     """Build the fixtures, time the four O(N) commands from the SLOWLOG, remove the fixtures."""
     require_scratch(env)
@@ -224,7 +221,7 @@ FAMILY = Family(
     name="slow_commands",
     phase="experiments",
     scope="experiment",
-    task=slow_commands,
+    measure=slow_commands,
     arguments=lambda env, profile, ctx: (env, profile.slow_commands),
     tables=TABLES,
     settings=SlowCommandsProfile,

@@ -20,8 +20,6 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 import redis
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 from redis.client import NEVER_DECODE
 
@@ -336,7 +334,6 @@ def landing_cursor(
     return cursor if max(e.entry_id for e in entries) >= cursor else None
 
 
-@task(name="slowlog", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
 def collect_slowlog(
     env: Environment, profile: SlowlogProfile, landed: Landed | None = None
 ) -> Measured:
@@ -405,7 +402,9 @@ def collect_slowlog(
 FAMILY = Family(
     name="slowlog",
     phase="collection",
-    task=collect_slowlog,
+    measure=collect_slowlog,
+    retries=1,
+    retry_delay_s=1.0,
     # What the lake holds is read here, when the family starts (the host's lock held).
     arguments=lambda env, profile, ctx: (env, profile.slowlog, ctx.landed_of(env)),
     tables=TABLES,

@@ -15,8 +15,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 
 from yardstick import interrupt
@@ -234,7 +232,6 @@ def cluster_primaries(env: Environment, context: RunContext) -> list[Environment
     return [member(shape.env, node) for node in shape.primaries if node.host and node.slot_ranges]
 
 
-@task(name="throughput", cache_policy=NO_CACHE)
 def throughput(
     env: Environment, profile: ThroughputProfile, primaries: list[Environment] | None = None
 ) -> Measured:
@@ -356,7 +353,7 @@ FAMILY = Family(
     name="throughput",
     phase="load",
     scope="environment",
-    task=throughput,
+    measure=throughput,
     arguments=lambda env, profile, ctx: (env, profile.throughput, cluster_primaries(env, ctx)),
     tables=TABLES,
     settings=ThroughputProfile,

@@ -8,8 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import pyarrow as pa
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment
@@ -213,7 +211,6 @@ def shape_row(shape: Shape, nodes: list[dict]) -> dict:
     }
 
 
-@task(name="topology", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=1)
 def record_topology(shape: Shape | None, members: dict[str, str]) -> Measured:
     """The shape found when the environment started, and every node's replication state now."""
     if shape is None:
@@ -242,7 +239,9 @@ FAMILY = Family(
     # First, beside the fingerprint: the servers every figure of the run came from.
     phase="identity",
     scope="environment",
-    task=record_topology,
+    measure=record_topology,
+    retries=1,
+    retry_delay_s=1.0,
     arguments=lambda env, profile, ctx: (ctx.shape, _members(ctx.shape, env)),
     tables=TABLES,
     collected=True,

@@ -8,8 +8,6 @@ import time
 from contextlib import ExitStack
 
 import pyarrow as pa
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ConfigDict
 
 from yardstick import interrupt
@@ -74,7 +72,6 @@ def _ping_round(env: Environment, window_s: float, interval_s: float) -> dict:
     }
 
 
-@task(name="transport", cache_policy=NO_CACHE)
 def transport(
     forwarded: Environment,
     direct: Environment,
@@ -191,7 +188,7 @@ FAMILY = Family(
     name="transport",
     phase="load",
     scope="environment",
-    task=transport,
+    measure=transport,
     arguments=_arguments,
     tables=TABLES,
     settings=TransportProfile,
