@@ -4,11 +4,11 @@ Layers, lowest first; a module imports only from its own layer and the ones belo
 (tests/test_layers.py checks every import, function-local ones included):
 
     base      yardstick/__init__.py, errors.py, interrupt.py (the run-wide stop), engine.py (steps
-              as task runs in a flow run, plain calls otherwise)
+              as task runs in a flow run, plain calls otherwise), locks.py (every file lock)
     access    yardstick/access/   Redis: connect, guard, RESP, the probe, parsing, the scan
     host      yardstick/host/     this machine: embedded servers, forwarder, C tools, stopping
     tasks     yardstick/tasks/    the measurement families, each declaring itself
-    storage   yardstick/storage/  schemas, the lake, compaction, retention, warehouse, dbt
+    storage   yardstick/storage/  schemas, the lake and its lock, compaction, retention, warehouse
     sql       yardstick/sql/      the dbt project (models, seeds, macros): no Python
     settings  yardstick/settings/ the environments file and the profiles
     reports   yardstick/reports/  presentation: render, charts, change points

@@ -18,7 +18,6 @@ migrations cost ~7 s of CPU, three times the rest of a server's start."""
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import itertools
 import json
 import os
@@ -32,6 +31,7 @@ from pathlib import Path
 from urllib.error import URLError
 from urllib.request import urlopen
 
+from yardstick import locks
 from yardstick.host.embedded import free_port, stop_process
 
 START_TIMEOUT_S = 60.0
@@ -269,33 +269,22 @@ class PrivatePrefectServer:
 
     def _take_start_lock(self) -> None:
         """One server start at a time in this home; say once whom this one waits for."""
-        handle = open(self.home / START_LOCK, "a+")  # noqa: SIM115 (held until healthy)
-        told = False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not told:
-                    handle.seek(0)
-                    holder = handle.read().strip() or "another run"
-                    self.on_wait(
-                        f"waiting for {holder} that holds {self.home} (starting its Prefect "
-                        "server: one start at a time on one database)"
-                    )
-                    told = True
-                time.sleep(0.2)
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"yardstick run (pid {os.getpid()})")
-        handle.flush()
-        self._start_lock = handle
+        lock = locks.FileLock(
+            self.home / START_LOCK,
+            what=str(self.home),
+            who="yardstick run",
+            doing="starting its Prefect server",
+            why="one start at a time on one database",
+            on_wait=self.on_wait,
+        )
+        lock.acquire()  # held until the server answers
+        self._start_lock = lock
 
     def _release_start_lock(self) -> None:
         """Let the next run start its server (the kernel does it if this process dies)."""
-        handle, self._start_lock = self._start_lock, None
-        if handle is not None:
-            handle.close()
+        lock, self._start_lock = self._start_lock, None
+        if lock is not None:
+            lock.release()
 
     def _spawn_recorded(self) -> None:
         self.process = self._spawn()

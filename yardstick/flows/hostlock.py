@@ -3,8 +3,8 @@
 The lock is named after the server itself, not after the host as this prober writes it (two
 probers' `localhost` are two machines): the environment's configured `host_id`, else the
 server process's INFO run_id. Two locks hold it:
-- a file lock (flock) on this machine, in a folder every run shares whatever its Prefect home
-  or API: the kernel drops it with its holder, so a killed run never leaves it held;
+- a file lock on this machine (yardstick/locks.py), in a folder every run shares whatever its
+  Prefect home or API: the kernel drops it with its holder, so a killed run never leaves it held;
 - when runs share a Prefect API (workers on several machines), a Prefect global concurrency
   limit of one slot, taken with a lease the holder renews: a killed holder's lease expires
   and the server's repossessor frees the slot. A run's own private Prefect server (the CLI
@@ -23,12 +23,9 @@ in order). So no two runs, of this version or the one before, wait on each other
 from __future__ import annotations
 
 import contextvars
-import fcntl
-import json
 import logging
 import os
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,11 +33,11 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from yardstick import interrupt
+from yardstick import interrupt, locks
 from yardstick.access.connect import open_client
 from yardstick.flows.landing import one_line
 from yardstick.settings.config import Environment
-from yardstick.tasks.base import unit_kind, utc_now
+from yardstick.tasks.base import unit_kind
 from yardstick.tasks.slowlog import server_identity
 
 log = logging.getLogger(__name__)
@@ -79,7 +76,7 @@ class ApiSilent(HostBusy):
 
 def lock_dir() -> Path:
     """The machine-wide folder of lock files (YARDSTICK_LOCK_DIR, else under /tmp)."""
-    return Path(os.environ.get("YARDSTICK_LOCK_DIR") or "/tmp/redis-yardstick-locks")
+    return locks.machine_dir()
 
 
 def lock_name(identity: str) -> str:
@@ -107,71 +104,26 @@ class Slot:
     unreachable: str | None = None
 
 
-def _holder(fd: int) -> str:
-    """What the holder wrote into the lock file, as one phrase."""
-    try:
-        facts = json.loads(os.pread(fd, 4096, 0) or b"{}")
-    except (OSError, ValueError):
-        return "another run"
-    if not facts:
-        return "another run"
-    return (
-        f"pid {facts.get('pid')} on {facts.get('host')} ({facts.get('what')}, since "
-        f"{facts.get('since')})"
-    )
-
-
 @contextmanager
 def file_lock(
     identity: str, what: str, wait_s: float | None, on_wait: Callable[[str], None]
 ) -> Iterator[None]:
     """Hold the machine-wide file lock of `identity`; wait for it (stop-aware), at most
     `wait_s` when given (HostBusy after)."""
-    folder = lock_dir()
-    folder.mkdir(parents=True, exist_ok=True)
+    lock = locks.FileLock(
+        lock_dir() / f"{lock_name(identity)}.lock",
+        what=identity,
+        who=what,
+        doing="measuring it",
+        on_wait=on_wait,
+        poll_s=POLL_S,
+    )
+    if not lock.acquire(timeout_s=wait_s):
+        raise HostBusy(f"{identity} still measured by {lock.holder()} after {wait_s:.0f} s")
     try:
-        folder.chmod(0o1777)  # every user's runs share it, as /tmp itself
-    except PermissionError:
-        pass  # made by another user, who opened it up already
-    path = folder / f"{lock_name(identity)}.lock"
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        writable = True
-    except PermissionError:  # another user's file without write access: lock, say nothing
-        fd, writable = os.open(path, os.O_RDONLY), False
-    try:
-        deadline = None if wait_s is None else time.monotonic() + wait_s
-        told = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not told:
-                    on_wait(f"{identity} is being measured by {_holder(fd)}: waiting")
-                    told = True
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise HostBusy(
-                        f"{identity} still measured by {_holder(fd)} after {wait_s:.0f} s"
-                    ) from None
-                interrupt.sleep(POLL_S)
-        if writable:
-            facts = {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "what": what,
-                "since": utc_now().isoformat(timespec="seconds"),
-            }
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(facts).encode(), 0)
-        try:
-            yield
-        finally:
-            if writable:
-                os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        yield
     finally:
-        os.close(fd)
+        lock.release()
 
 
 def shared_prefect_api() -> bool:

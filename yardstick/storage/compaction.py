@@ -23,21 +23,17 @@ A lake written in the earlier format of the tool is migrated first (storage/migr
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import socket
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote
 
 from deltalake.exceptions import CommitFailedError
 
-from yardstick.storage import derived, lake, lakefs
+from yardstick.storage import derived, lake, lakefs, migrate
 from yardstick.storage.lakefs import ObjectPath
+from yardstick.storage.lakelock import LAKE_BUSY, lake_lock
 from yardstick.storage.schemas import DETAIL_TABLES, TABLES
 
 
@@ -96,39 +92,6 @@ CHECKPOINT_AFTER_COMMITS = 10
 SWEEP_ALL_WITHIN_MIN = 5
 
 
-# Why a compaction or retention pass did nothing: the lock is held by another run's
-# compaction, its retention pass, or its warehouse update reading the lake (shared).
-LAKE_BUSY = "another run holds the lake's lock (compacting it, or updating a warehouse from it)"
-
-
-@contextmanager
-def lake_lock(lake_dir: str | Path | ObjectPath) -> Iterator[bool]:
-    """Hold the lake's compaction lock if free (yield True), else yield False.
-
-    Appends need no lock (Delta's commits). The lock keeps a compaction's vacuum (and
-    retention's) from deleting files a warehouse update on this machine is reading, and two
-    optimizes (or an optimize and a delete) apart: delta-rs would commit both (lakefs.lease).
-    flock dies with its process, so a compaction killed with -9 never blocks the next one. An
-    S3 lake's lock is a file on this machine named after the lake's URL (lakefs.lock_file),
-    plus the lake-wide lease object for the other machines (expiring after an hour)."""
-    root = lakefs.lake_root(lake_dir)
-    path = lakefs.lock_file(root)
-    handle = open(path, "a+")  # noqa: SIM115 - held for the block
-    try:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        if not isinstance(root, ObjectPath):
-            yield True
-            return
-        with lakefs.lease(root, f"{socket.gethostname()}:{os.getpid()}") as leased:
-            yield leased
-    finally:
-        handle.close()
-
-
 def compact(
     lake_dir: str | Path,
     min_files: int = 2,
@@ -147,8 +110,6 @@ def compact(
     the merged tables (every table at the first pass of an hour, and at the nightly pass)
     are swept: replaced files no version of the last `reader_margin_s` names are deleted,
     the log checkpointed and trimmed."""
-    from yardstick.storage import migrate
-
     start = time.perf_counter()
     report = CompactionReport()
     with lake_lock(lake_dir) as held:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
-import json
 import logging
 import os
 import re
@@ -18,6 +16,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+
+from yardstick import locks
 
 log = logging.getLogger(__name__)
 
@@ -187,67 +187,20 @@ def locked(warehouse_path: Path, shared: bool = False, who: str | None = None) -
     if shared and thread_lock._is_owned():  # a reader inside this thread's own update
         yield
         return
-    doing = "reading" if shared else "updating"
+    lock = locks.FileLock(
+        folder / f"{where}.lock",
+        shared=shared,
+        what=f"the warehouse {warehouse_path}",
+        who=who,
+        doing="reading it" if shared else "updating it",
+        on_wait=log.warning,
+        poll_s=LOCK_POLL_S,
+    )
     with ExitStack() as stack:
         if not shared:
             stack.enter_context(thread_lock)
-        handle = stack.enter_context(open(folder / f"{where}.lock", "a+"))
-        _flock(
-            handle,
-            fcntl.LOCK_SH if shared else fcntl.LOCK_EX,
-            folder / f"{where}.holder",
-            Path(warehouse_path),
-        )
-        _say_holder(folder / f"{where}.holder", who, doing)
+        stack.enter_context(lock)
         yield
-
-
-def _flock(handle, mode: int, holder: Path, warehouse_path: Path) -> None:
-    """Take the flock, waiting (stop-aware) and saying once whom for."""
-    from yardstick import interrupt
-
-    told = False
-    while True:
-        try:
-            fcntl.flock(handle, mode | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if not told:
-                log.warning(
-                    "waiting for %s that holds the warehouse %s", _holder(holder), warehouse_path
-                )
-                told = True
-            interrupt.sleep(LOCK_POLL_S)
-
-
-def _say_holder(holder: Path, who: str | None, doing: str) -> None:
-    """Record who holds the lock now (read by whoever waits for it)."""
-    facts = {"who": who or _process_name(), "pid": os.getpid(), "doing": doing}
-    tmp = holder.with_name(f".{holder.name}.{os.getpid()}.{threading.get_ident()}")
-    try:
-        tmp.write_text(json.dumps(facts))
-        os.replace(tmp, holder)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-
-
-def _holder(holder: Path) -> str:
-    """The holder in words: 'run <id> (pid <n>, updating it)'."""
-    try:
-        facts = json.loads(holder.read_text())
-        return f"{facts['who']} (pid {facts['pid']}, {facts['doing']} it)"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another process"
-
-
-def _process_name() -> str:
-    """What this process is, for a waiter: its command, shortened."""
-    try:
-        argv = Path("/proc/self/cmdline").read_bytes().split(b"\0")
-        words = [Path(a.decode(errors="replace")).name for a in argv[:3] if a]
-        return " ".join(words)[:80] or "a process"
-    except OSError:
-        return "a process"
 
 
 LOCK_POLL_S = 0.2
@@ -288,8 +241,7 @@ def _exclusive(state: Path) -> Iterator[None]:
         _prune_states(state)
     state.mkdir(parents=True, exist_ok=True)
     (state / ".lock").touch()  # marks this folder as in use
-    with _DBT_LOCK, open(state / ".lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released by the kernel if the process dies
+    with _DBT_LOCK, locks.FileLock(state / ".lock", doing="running dbt on it"):
         yield
 
 

@@ -15,8 +15,9 @@ The lake's tables are Delta tables (yardstick/storage/lake.py): delta-rs writes 
 them through its own object store, given `storage_options` (conditional put by ETag, so two
 writers committing the same version never overwrite each other: one retries on top of the
 other). This module keeps what the tool itself needs around them: the lake's root, reading
-data files and listing folders through s3fs (DuckDB reads them through it as well), the lock
-file, and one-line errors that never name the endpoint or a credential.
+data files and listing folders through s3fs (DuckDB reads them through it as well), the
+lake's lease (its lock file: storage/lakelock.py), and one-line errors that never name the
+endpoint or a credential.
 """
 
 from __future__ import annotations
@@ -320,18 +321,6 @@ def delete(path: LakePath) -> None:
     path.unlink(missing_ok=True)
 
 
-def lock_file(root: LakePath) -> Path:
-    """The file whose flock is the lake's compaction lock: inside a local lake; for an S3 lake
-    a machine-wide file named after the lake's URL (YARDSTICK_LOCK_DIR, else
-    /tmp/redis-yardstick-locks), so it keeps apart compactions on this machine only."""
-    if isinstance(root, ObjectPath):
-        folder = Path(os.environ.get("YARDSTICK_LOCK_DIR") or "/tmp/redis-yardstick-locks")
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder / f"lake-{hashlib.sha256(str(root).encode()).hexdigest()[:16]}.lock"
-    root.mkdir(parents=True, exist_ok=True)
-    return root / ".compaction.lock"
-
-
 # A compaction or retention pass on an S3 lake holds this object (written only if absent) for
 # at most LEASE_S; one left by a machine that died is taken over once it has expired.
 LEASE = "_yardstick_lease.json"
@@ -377,6 +366,18 @@ def lease(root: ObjectPath, owner: str) -> Iterator[bool]:
         with contextlib.suppress(Exception):
             if fs.cat_file(key).decode() == mine:
                 fs.rm_file(key)
+
+
+def lease_owner(root: ObjectPath) -> str:
+    """Who holds the lake's lease, as its holder wrote it ('another machine' when unreadable)."""
+    import json
+
+    try:
+        held = json.loads(filesystem().cat_file(str(root / LEASE)))
+        until = time.strftime("%H:%M:%S", time.gmtime(float(held["until"])))
+        return f"{held['owner']}, its lease until {until} UTC"
+    except Exception:  # gone meanwhile, or not ours to read: the pass is skipped all the same
+        return "another machine"
 
 
 def register(con: duckdb.DuckDBPyConnection) -> None:

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from yardstick.storage import lake, lakefs
 from yardstick.storage.lakefs import LakePath, ObjectPath
+from yardstick.storage.lakelock import LAKE_BUSY, lake_lock
 from yardstick.storage.schemas import TABLES, file_schema
 
 APP_ID = "yardstick-migrate"
@@ -138,10 +139,8 @@ def _table_folders(lake_dir: str | Path | ObjectPath) -> list[str]:
 
 def migrate(lake_dir: str | Path | ObjectPath, locked: bool = False) -> MigrationReport:
     """Convert every table holding files of the earlier format (see the module's docstring)."""
-    from yardstick.storage.compaction import LAKE_BUSY, lake_lock
-
     if not locked:
-        with lake_lock(lake_dir) as held:
+        with lake_lock(lake_dir, doing="migrating it") as held:
             if not held:
                 raise RuntimeError(f"lake {lake_dir}: not migrated: {LAKE_BUSY}")
             return migrate(lake_dir, locked=True)

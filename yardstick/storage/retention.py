@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from yardstick.storage import lake, lakefs, warehouse
-from yardstick.storage.compaction import LAKE_BUSY, lake_lock
+from yardstick.storage.lakelock import LAKE_BUSY, lake_lock
 from yardstick.storage.schemas import DETAIL_FAMILIES, DETAIL_TABLES, file_schema
 
 RETAINED = "retained_measures"
@@ -69,7 +69,7 @@ def apply(
     report = RetentionReport(detail_days)
     today = today or datetime.now(UTC).date()
     cutoff = today - timedelta(days=detail_days)
-    with lake_lock(lake_dir) as held:
+    with lake_lock(lake_dir, doing="dropping its old detail") as held:
         if not held:
             report.skipped = LAKE_BUSY
             return report

@@ -16,7 +16,6 @@ database); the paths it remembers (yardstick.files) are then s3:// URLs."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -33,7 +32,7 @@ import duckdb
 import pyarrow as pa
 
 from yardstick import interrupt
-from yardstick.storage import dbt, derived, lake, lakefs, plan
+from yardstick.storage import dbt, derived, lake, lakefs, lakelock, plan
 from yardstick.storage.schemas import (
     DETAIL_TABLES,
     LATE_TABLES,
@@ -479,60 +478,8 @@ def update(
     warehouse_path.parent.mkdir(parents=True, exist_ok=True)
     who = f"run {until_run_id}" if until_run_id else None
     # The lake first, then the warehouse (a retention pass holds them in that order too).
-    with _lake_held(lake_dir), dbt.locked(warehouse_path, who=who):
+    with lakelock.lake_read(lake_dir), dbt.locked(warehouse_path, who=who):
         return _update(lake_dir, warehouse_path, full, until_run_id)
-
-
-@contextmanager
-def _lake_held(lake_dir: lakefs.LakePath) -> Iterator[None]:
-    """Hold the lake's compaction lock shared while an update reads the lake: another run's
-    compaction or retention pass (they take it exclusive, or skip) deletes files the load may
-    be reading. Updates of several warehouses share it; a compaction under way is waited for."""
-    path = lakefs.lock_file(lake_dir)
-    try:
-        handle = open(path, "a+")  # noqa: SIM115  (closed below; the yield sits inside)
-    except OSError as exc:
-        # A lake with no room for its lock file (full, or read-only to this user): nobody can
-        # be compacting it through this lock either; the update reads it unlocked.
-        log.warning(
-            "lake %s: its lock file cannot be opened (%s); reading it unlocked",
-            lake_dir,
-            exc.strerror or exc,
-        )
-        yield
-        return
-    with handle:
-        told = False
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if not told:
-                    holder = _flock_holder(path)
-                    log.warning(
-                        "waiting for %s that holds the lake %s (compacting it or dropping old "
-                        "detail)",
-                        f"pid {holder}" if holder else "another run",
-                        lake_dir,
-                    )
-                    told = True
-                interrupt.sleep(0.2)
-        yield
-
-
-def _flock_holder(path: Path) -> int | None:
-    """The pid holding a flock on `path`, from /proc/locks (None when not found)."""
-    try:
-        inode = os.stat(path).st_ino
-        lines = Path("/proc/locks").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split()
-        if len(parts) > 5 and parts[1] == "FLOCK" and parts[5].endswith(f":{inode}"):
-            return int(parts[4])
-    return None
 
 
 def _wanted(complete: set[tuple[str, str]], until_run_id: str | None) -> set[tuple[str, str]]:
