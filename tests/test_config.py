@@ -255,3 +255,22 @@ def test_notify_and_lake_settings(tmp_path):
         )
     )
     assert "notify.verdicts" in _error(path) and "'regression'" in _error(path)
+
+
+def test_a_file_is_parsed_once_per_content_and_again_once_edited(tmp_path, monkeypatch):
+    """The CLI, the targets and the flows share one parse; an edited file is read anew."""
+    import yardstick.settings.config as config
+
+    path = write_config(tmp_path / "environments.yaml", [GOOD])
+    parses: list[Path] = []
+    real_parse = config._parse
+    monkeypatch.setattr(config, "_parse", lambda p, d: parses.append(p) or real_parse(p, d))
+    first = load_config(path)
+    assert load_config(str(path)) is first
+    assert len(parses) == 1
+    write_config(path, [{**GOOD, "name": "b"}])  # same size, same second: the bytes differ
+    assert [e.name for e in load_config(path).environments] == ["b"]
+    assert len(parses) == 2
+    path.write_text("environments: [")  # a broken edit is reported, never answered from memory
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(path)

@@ -152,11 +152,30 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# One parse per file per process: the CLI, the targets and the flows all ask for it. Keyed by
+# the file's bytes (reading is cheap, YAML and validation are not), so an edited file is
+# parsed again; errors are not kept.
+_PARSED: dict[tuple[str, bytes], ConfigFile] = {}
+
+
 def load_config(path: str | Path) -> ConfigFile:
-    """Read and validate an environments file, or raise ConfigError with one line."""
+    """Read and validate an environments file (parsed once per content), or raise ConfigError."""
     path = Path(path)
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        data = path.read_bytes()
+    except OSError:
+        return _parse(path, None)  # the parse names what is wrong with it
+    key = (str(path.absolute()), data)
+    if key not in _PARSED:
+        _PARSED[key] = _parse(path, data)
+    return _PARSED[key]
+
+
+def _parse(path: Path, data: bytes | None) -> ConfigFile:
+    """Validate an environments file's bytes (read here when None), or raise ConfigError."""
+    try:
+        text = (path.read_bytes() if data is None else data).decode("utf-8")
+        raw = yaml.load(text, Loader=_UniqueKeyLoader)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except OSError as exc:
