@@ -212,11 +212,9 @@ def test_trend_and_changes_on_a_built_warehouse_are_light(tmp_path, built):
 
 def test_the_light_names_are_the_families_own():
     """What the CLI checks without importing the families is what they declare."""
-    from yardstick.app import reader
     from yardstick.flows.plan import FAMILIES
     from yardstick.settings import names
     from yardstick.settings.profiles import PROFILES
-    from yardstick.storage import warehouse
 
     declared = {f.name: f.scratch_only for f in FAMILIES}
     assert list(names.FAMILY_WRITES.items()) == list(declared.items()), (
@@ -225,4 +223,3 @@ def test_the_light_names_are_the_families_own():
     )
     assert names.PROFILE_NAMES == tuple(sorted(PROFILES))
     assert all(set(f.presets) <= set(names.PROFILE_NAMES) for f in FAMILIES)
-    assert (reader.LAYERS, reader.META) == (warehouse.LAYERS, warehouse.META)

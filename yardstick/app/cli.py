@@ -577,7 +577,7 @@ def _chosen_lake(lake: str | None, config: Path | None, warehouse: Path) -> str:
 
 def _recorded_lake(warehouse: Path) -> str | None:
     """The lake the warehouse was last updated from (None without one, or when unreadable)."""
-    from yardstick.app.reader import recorded_lake
+    from yardstick.storage.reading import recorded_lake
 
     return recorded_lake(warehouse)
 
@@ -612,21 +612,16 @@ def trend(
 ) -> None:
     """Print a figure's history for one environment, oldest first, with change markers."""
     from yardstick.reports.numbers import fmt
+    from yardstick.storage import reading
 
     con = _open_warehouse(warehouse, ctx)
-    envs = [r[0] for r in con.execute("select distinct env from runs").fetchall()]
-    figures = [r[0] for r in con.execute("select figure from figure_catalog").fetchall()]
+    envs = reading.measured_envs(con)
+    figures = reading.figure_names(con)
     if env not in envs:
         fail(f"--env: no environment {env!r} in {warehouse} ({_close(env, envs)})")
     if figure not in figures:
         fail(f"--figure: no figure {figure!r} ({_close(figure, figures)})")
-    subjects = [
-        r[0]
-        for r in con.execute(
-            "select distinct subject from figure_trends where env = ? and figure = ?",
-            [env, figure],
-        ).fetchall()
-    ]
+    subjects = reading.figure_subjects(con, env, figure)
     if subjects and subject not in subjects:
         known = _close(subject, subjects)
         fail(f"--subject: {figure} on {env} has no subject {subject!r} ({known})")
@@ -634,16 +629,7 @@ def trend(
         since_day = date.fromisoformat(since) if since else date.min
     except ValueError:
         fail(f"--since: {since!r} is not a date (YYYY-MM-DD)")
-    rows = con.execute(
-        "select started_at, run_id, value, unit, nature, n, min_value, max_value,"
-        " concat_ws(' ', case server_product when 'valkey' then 'Valkey' when 'redis' then 'Redis'"
-        " else server_product end, coalesce(server_version, redis_version)),"
-        " environment_changed, noisy, rolling_median, series_started, previous_profile, profile,"
-        " series from figure_trends"
-        " where env = ? and figure = ? and subject = ? and started_at::date >= ?"
-        " order by started_at, run_id",
-        [env, figure, subject, since_day],
-    ).fetchall()
+    rows = reading.figure_history(con, env, figure, subject, since_day)
     if not rows:
         said = f"no history for {figure} on {env}" + (f" since {since}" if since else "")
         if output is listing.Format.json:
@@ -657,11 +643,7 @@ def trend(
     from yardstick.reports.changepoints import series_change_points
 
     points = {p.run_id: p for p in series_change_points(con, env, figure, subject)}
-    verdict = con.execute(
-        "select verdict, change_share, noise_share from changes"
-        " where env = ? and figure = ? and subject = ?",
-        [env, figure, subject],
-    ).fetchone()
+    verdict = reading.latest_verdict(con, env, figure, subject)
     unit, nature = rows[0][3], rows[0][4]
     label = f"{figure}{f' [{subject}]' if subject else ''} on {env} ({unit}, {nature})"
     columns = ["started (UTC)", "run", "value", "n", "min", "max", "rolling median", "server"]
@@ -761,13 +743,6 @@ _CHANGES_SHOWN = {
 }  # fmt: skip
 
 
-def _records(con, sql: str, parameters: list) -> list[dict]:
-    """The rows of a query as {column: value}, whatever columns it returns."""
-    cursor = con.execute(sql, parameters)
-    names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-
-
 @app.command()
 def changes(
     ctx: typer.Context,
@@ -783,28 +758,20 @@ def changes(
     Exits 1 when a regression is listed (a cron or CI job can act on it), 0 otherwise. CSV
     lists the figures; JSON holds the verdicts, the figures and the crashed runs."""
     from yardstick.reports.numbers import fmt
+    from yardstick.storage import reading
 
     con = _open_warehouse(warehouse, ctx)
-    known = [r[0] for r in con.execute("select env from latest_full_runs").fetchall()]
+    known = reading.full_run_envs(con)
     for name in env or []:
         if name not in known:
             fail(
                 f"--env: no environment {name!r} with a full run in {warehouse} "
                 f"({_close(name, known)})"
             )
-    chosen = [env or known or [""]]
-    summaries = _records(con, "select * from verdicts where env in ? order by env", chosen)
-    hidden = "" if all_verdicts else " and verdict not in ('steady', 'new')"
-    rows = _records(
-        con,
-        f"select * from changes where env in ?{hidden} order by env, case verdict"
-        " when 'regression' then 0 when 'improvement' then 1 else 2 end, verdict, figure,"
-        " subject",
-        chosen,
-    )
-    crashed = _records(
-        con, "select * from crashed_runs where env in ? order by env, run_id", chosen
-    )
+    chosen = env or known or [""]
+    summaries = reading.verdict_summaries(con, chosen)
+    rows = reading.judged_changes(con, chosen, with_steady=all_verdicts)
+    crashed = reading.crashed_runs(con, chosen)
     regression = any(row["verdict"] == "regression" for row in rows)
     if output is listing.Format.json:
         listing.print_json({"verdicts": summaries, "changes": rows, "crashed": crashed})
@@ -825,14 +792,7 @@ def changes(
         line += f", {s['new_series']} in a new series)" if s.get("new_series") else ")"
         listing.say(console, line)
     if rows:
-        evidence = {
-            (e["env"], e["figure"], e["subject"]): e["evidence"]
-            for e in _records(
-                con,
-                "select env, figure, subject, evidence from report_changes where env in ?",
-                chosen,
-            )
-        }
+        evidence = reading.change_evidence(con, chosen)
         extra = [c for c in columns if c not in _CHANGES_SHOWN]
         head = ["environment", "figure", "subject", "nature", "value", "baseline", "change"]
         colours = {"regression": "red", "improvement": "green", "unconfirmed": "yellow"}
@@ -881,7 +841,7 @@ def _check_lake(lake: str) -> None:
 
 def _open_warehouse(warehouse: Path, ctx: typer.Context):
     """The warehouse, read-only, or a one-line error."""
-    from yardstick.app.reader import connect_read_only
+    from yardstick.storage.reading import connect_read_only
 
     try:
         con = connect_read_only(warehouse)

@@ -33,6 +33,17 @@ import pyarrow as pa
 
 from yardstick import interrupt
 from yardstick.storage import dbt, derived, lake, lakefs, lakelock, plan
+
+# Re-exported: callers open the warehouse for reading through the update module too.
+from yardstick.storage.reading import (  # noqa: F401
+    LAYERS,
+    META,
+    ReadConnection,
+    connect_read_only,
+    use_layers,
+)
+from yardstick.storage.reading import meta as _meta
+from yardstick.storage.reading import quote as _quote
 from yardstick.storage.schemas import (
     DETAIL_TABLES,
     LATE_TABLES,
@@ -45,8 +56,6 @@ log = logging.getLogger(__name__)
 
 # The warehouse's schemas: dbt's layers (sql/dbt_project.yml), the loader's batch tables in
 # `raw`, the tool's own state in `yardstick`. Readers find names through this search path.
-LAYERS = ("reports", "marts", "staging", "raw", "yardstick")
-META = "yardstick.meta"  # key/value: models digest, schema version, update state
 LOADED = "yardstick.loaded_runs"  # one row per (env, run) the marts hold
 FILES = "yardstick.files"  # current lake files and the range of runs each holds
 VERSIONS = "yardstick.versions"  # the Delta version of each table the last update read
@@ -82,19 +91,6 @@ class UpdateResult:
     batches: int = 1  # a full rebuild's bounded batches (periods)
     # A rebuild's runs imported from the lake's derived tables (closed days), not re-derived.
     from_derived: int = 0
-
-
-def _quote(text: str) -> str:
-    """A SQL string literal."""
-    return "'" + text.replace("'", "''") + "'"
-
-
-def _meta(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """The warehouse's meta table as a dict (empty when it has none)."""
-    try:
-        return dict(con.execute(f"select key, value from {META}").fetchall())
-    except duckdb.CatalogException:
-        return {}
 
 
 def _set_meta(con: duckdb.DuckDBPyConnection, **values: str) -> None:
@@ -445,20 +441,6 @@ def _connect(path: Path) -> duckdb.DuckDBPyConnection:
     for schema in ("raw", "yardstick", "marts"):
         con.execute(f"create schema if not exists {schema}")
     return con
-
-
-def use_layers(con: duckdb.DuckDBPyConnection) -> None:
-    """Let `con` name the warehouse's relations without their schema (`figures` for
-    marts.figures): its search path is the layers this warehouse has, reports first."""
-    existing = {
-        name
-        for (name,) in con.execute(
-            "select schema_name from duckdb_schemas() where database_name = current_database()"
-        ).fetchall()
-    }
-    # DuckDB refuses a search path naming a schema that does not exist.
-    path = [schema for schema in LAYERS if schema in existing] + ["main"]
-    con.execute(f"set search_path = {_quote(','.join(path))}")
 
 
 def update(
@@ -1094,56 +1076,3 @@ def _adopt_plan(con: duckdb.DuckDBPyConnection, old_path: Path) -> None:
 def build(lake_dir: str | Path, warehouse_path: str | Path) -> Path:
     """Rebuild the warehouse from the lake alone (every run), atomically."""
     return update(lake_dir, warehouse_path, full=True).path
-
-
-def connect_read_only(warehouse_path: str | Path, who: str | None = None) -> ReadConnection:
-    """Open the warehouse for queries; only updates ever open it for writing. The connection
-    holds the warehouse's shared lock until closed: an update of another run waits for it
-    (DuckDB would refuse its write), and this waits for an update in progress."""
-    path = Path(warehouse_path)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"{path}: no warehouse yet (run `yardstick run` or `yardstick report`)"
-        )
-    lock = dbt.locked(path, shared=True, who=who)
-    lock.__enter__()
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-        use_layers(con)
-        # The detail views read an S3 lake in place: give this connection the lake's filesystem.
-        if _meta(con).get("lake", "").startswith("s3://"):
-            lakefs.register(con)
-    except BaseException:
-        lock.__exit__(None, None, None)
-        raise
-    return ReadConnection(con, lock)
-
-
-class ReadConnection:
-    """A read-only DuckDB connection that releases the warehouse's shared lock on close."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, lock) -> None:
-        self._con = con
-        self._lock = lock
-
-    def __getattr__(self, name: str):
-        return getattr(self._con, name)
-
-    def close(self) -> None:
-        """Close the connection, then release the lock."""
-        lock, self._lock = self._lock, None
-        try:
-            self._con.close()
-        finally:
-            if lock is not None:
-                lock.__exit__(None, None, None)
-
-    def __enter__(self) -> ReadConnection:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_lock", None) is not None:
-            self.close()
