@@ -17,7 +17,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from yardstick.flows.collect import COLLECT_FAMILIES, CollectSummary, collect_profile
 from yardstick.flows.measure import measure_environments
 from yardstick.flows.targets import environments
-from yardstick.storage import lake
+from yardstick.storage import delta
+from yardstick.storage.lakefs import Lake
 
 
 @flow(name="yardstick-collect", task_runner=ThreadPoolTaskRunner(max_workers=8), log_prints=True)
@@ -30,10 +31,10 @@ def collect_with_tasks(
     """The old collection: one task run per environment and per family."""
     wall_start = time.perf_counter()
     profile = collect_profile(keep_slowlog_args)
-    run_id = lake.new_run_id()
+    run_id = delta.new_run_id()
     with environments(config_path, env_names) as (envs, server_binary):
         outcomes = measure_environments(
-            envs, profile, run_id, lake_dir, server_binary, families=COLLECT_FAMILIES
+            envs, profile, run_id, Lake.at(lake_dir), server_binary, families=COLLECT_FAMILIES
         )
     summary = CollectSummary(
         run_id=run_id,

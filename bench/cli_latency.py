@@ -86,6 +86,7 @@ def build_warehouse(work: Path, nights: int) -> Path:
     from lakes import digest, fingerprint, new_run, ping, runs_row, steps
 
     from yardstick.storage import warehouse
+    from yardstick.storage.lakefs import Lake
 
     lake_dir = work / "lake"
     rng = random.Random(36)
@@ -97,7 +98,7 @@ def build_warehouse(work: Path, nights: int) -> Path:
         fingerprint(run)
         ping(run, rtt_us=60.0 if night < nights * 2 // 3 else 80.0, rng=rng)
     path = work / "warehouse.duckdb"
-    warehouse.build(lake_dir, path)
+    warehouse.build(Lake.at(lake_dir), path)
     return path
 
 

@@ -70,12 +70,13 @@ def _measure_flow():
 
     from yardstick.flows.measure import measure_environment
     from yardstick.settings.profiles import get_profile
-    from yardstick.storage import lake
+    from yardstick.storage import delta
+    from yardstick.storage.lakefs import Lake
 
     @flow(name="bench-cluster-measure")
     def measure(env, lake_dir: str):
         return measure_environment.fn(
-            env, get_profile("quick"), lake.new_run_id(), lake_dir, "bench"
+            env, get_profile("quick"), delta.new_run_id(), Lake.at(lake_dir), "bench"
         )
 
     return measure

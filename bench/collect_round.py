@@ -246,13 +246,16 @@ def medians(rounds: list[dict]) -> dict:
 
 def landed_rows(lake: Path, run_id: str | None = None) -> dict[str, list[dict]]:
     """Every table's rows of the newest run in a lake (or of `run_id`)."""
-    from yardstick.storage import lake as lakes
 
-    runs = lakes.read(str(lake), "runs", columns=["run_id"])["run_id"].to_pylist()
+    from yardstick.storage import delta
+    from yardstick.storage.lakefs import Lake
+
+    where = Lake.at(lake)
+    runs = delta.read(where, "runs", columns=["run_id"])["run_id"].to_pylist()
     newest = run_id or max(runs)
     return {
-        table: lakes.read(str(lake), table, run_ids={newest}).to_pylist()
-        for table in lakes.tables_present(str(lake))
+        table: delta.read(where, table, run_ids={newest}).to_pylist()
+        for table in delta.tables_present(where)
     }
 
 

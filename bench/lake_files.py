@@ -6,7 +6,7 @@ environments x 365 days by the formulas below (both printed; JSON with --json).
         [--target-envs 50] [--target-days 365] [--detail-days 30] [--json PATH] [--tiny]
 
 Both schemes land the same real-shaped environments (tests/lakes/schedule.py: a nightly run, then
-collection rounds, each round one commit per table for every environment, lake.batch as
+collection rounds, each round one commit per table for every environment, delta.batch as
 flows/collect.py lands them) on a lake of their own, and run after each round the collection
 flow's compaction call: today's (`min_files=25`, the month's file merged, replaced files kept
 an hour), and the change's (`min_files=3`, files below compaction.SMALL_FILE_BYTES only,
@@ -52,7 +52,8 @@ from _harness import Bench  # noqa: E402
 from lakes import schedule as sched  # noqa: E402
 
 from yardstick.flows.collect import COLLECT_TABLES, COMPACT_AFTER_FILES  # noqa: E402
-from yardstick.storage import compaction, lake  # noqa: E402
+from yardstick.storage import compaction, delta  # noqa: E402
+from yardstick.storage.lakefs import Lake  # noqa: E402
 from yardstick.storage.schemas import DETAIL_TABLES  # noqa: E402
 
 TODAY_MIN_FILES = 25  # the collection flow's threshold before this change
@@ -99,8 +100,8 @@ def files_on_disk(lake_dir: Path) -> dict[str, int]:
             continue
         data += 1
         data_collect += path.relative_to(lake_dir).parts[0] in COLLECT_TABLES
-    present = lake.tables_present(lake_dir)
-    current = {t: len(lake.data_files(lake_dir, t)) for t in present}
+    present = delta.tables_present(Lake.at(lake_dir))
+    current = {t: len(delta.data_files(Lake.at(lake_dir), t)) for t in present}
     current_collect = sum(n for t, n in current.items() if t in COLLECT_TABLES)
     return {
         "total": data + log,
@@ -116,25 +117,25 @@ def land_nightly(lake_dir: Path, days: list[dict], run_id: str, as_id: str) -> N
     for day in days:
         tables = day["runs"][run_id]
         for table in sorted(tables, key=lambda t: (t == "runs", t == "steps", t)):
-            lake.write(lake_dir, table, day["env"], as_id, tables[table])
+            delta.write(Lake.at(lake_dir), table, day["env"], as_id, tables[table])
 
 
 def land_round(lake_dir: Path, days: list[dict], run_id: str) -> None:
-    """One collection of every environment: one commit per table (lake.batch)."""
-    with lake.batch(lake_dir, f"collection {run_id}"):
+    """One collection of every environment: one commit per table (delta.batch)."""
+    with delta.batch(Lake.at(lake_dir), f"collection {run_id}"):
         for day in days:
             for table, rows in day["runs"].get(run_id, {}).items():
-                lake.write(lake_dir, table, day["env"], run_id, rows)
+                delta.write(Lake.at(lake_dir), table, day["env"], run_id, rows)
 
 
 def collection_pass(scheme: str, lake_dir: Path, envs: list[str], margin_s: float):
     """The collection flow's compaction call, as before this change or as now."""
     if scheme == "today":
         return compaction.compact(
-            lake_dir, min_files=TODAY_MIN_FILES, tables=COLLECT_TABLES, envs=envs
+            Lake.at(lake_dir), min_files=TODAY_MIN_FILES, tables=COLLECT_TABLES, envs=envs
         )
     return compaction.compact(
-        lake_dir,
+        Lake.at(lake_dir),
         min_files=COMPACT_AFTER_FILES,
         tables=COLLECT_TABLES,
         envs=envs,
@@ -153,13 +154,13 @@ def simulate(scheme: str, days: list[dict], args: argparse.Namespace, root: Path
     tonight = nightly.replace(f"{DAY:%Y%m%d}", f"{DAY + timedelta(days=1):%Y%m%d}")
     rounds = sorted(r for r in days[0]["runs"] if "-c" in r)[: args.rounds]
     land_nightly(lake_dir, days, nightly, nightly)
-    compaction.compact(lake_dir, vacuum_hours=0)
+    compaction.compact(Lake.at(lake_dir), vacuum_hours=0)
     base = files_on_disk(lake_dir)
-    present = lake.tables_present(lake_dir)
-    detail = sum(len(lake.data_files(lake_dir, t)) for t in DETAIL_TABLES if t in present)
+    present = delta.tables_present(Lake.at(lake_dir))
+    detail = sum(len(delta.data_files(Lake.at(lake_dir), t)) for t in DETAIL_TABLES if t in present)
     land_nightly(lake_dir, days, nightly, tonight)
     before_night = files_on_disk(lake_dir)
-    compaction.compact(lake_dir)
+    compaction.compact(Lake.at(lake_dir))
     night = files_on_disk(lake_dir)
     margin_s = compaction.READER_MARGIN_S / (ROUND_MIN * 60) * args.round_s
     peak, steps, cpu_s, previous, overruns = night, [], 0.0, night, 0
@@ -194,8 +195,8 @@ def simulate(scheme: str, days: list[dict], args: argparse.Namespace, root: Path
     collect_partitions = {
         (f.table, f.env)
         for t in COLLECT_TABLES
-        if t in lake.tables_present(lake_dir)
-        for f in lake.data_files(lake_dir, t)
+        if t in delta.tables_present(Lake.at(lake_dir))
+        for f in delta.data_files(Lake.at(lake_dir), t)
     }
     return {
         "envs": e,
@@ -210,7 +211,7 @@ def simulate(scheme: str, days: list[dict], args: argparse.Namespace, root: Path
         "data_files_per_env_round": landed_data[-1] / e if scheme == "today" else None,
         "log_files_per_round": landed_log[len(landed_log) // 2],
         "collect_partitions_per_env": len(collect_partitions) / e,
-        "tables": len(lake.tables_present(lake_dir)),
+        "tables": len(delta.tables_present(Lake.at(lake_dir))),
         "base": base,
         "night": night,
         "small_lake_peak": peak,

@@ -3,12 +3,12 @@ compaction and a full warehouse build from each (issue 11, "one lake on object s
 
     .venv/bin/python bench/lake_s3.py [--runs 25] [--keys 2000] [--envs 1] [--root /tmp]
 
-The same tables land in both lakes through lake.write, run by run as the flows land them: per
+The same tables land in both lakes through delta.write, run by run as the flows land them: per
 environment one nightly run (fingerprint, round trip, key space, SLOWLOG, latency monitor,
 counters: ~15 tables, the key-space scan's per-key rows and the round trip's histograms among
 them) and `--runs - 1` collections (SLOWLOG, latency monitor, counters: ~6 tables), the tables
 measured once on a scratch Redis holding `--keys` keys and re-landed under new run ids. Each
-table of a run is one Delta commit (lake.write; a collection of several environments would be
+table of a run is one Delta commit (delta.write; a collection of several environments would be
 one commit per table, bench/landing.py). The S3 server is moto's standalone server
 (`python -m moto.server`) on loopback, started here: what is measured is the client's cost per
 request (delta-rs: the log's listing and reads, the data file's PUT, the commit's conditional
@@ -32,7 +32,8 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import Bench, free_port  # noqa: E402 - beside this file, not a package
 
-from yardstick.storage import compaction, lake, warehouse  # noqa: E402
+from yardstick.storage import compaction, delta, warehouse  # noqa: E402
+from yardstick.storage.lakefs import Lake  # noqa: E402
 
 
 def start_moto(log: Path) -> tuple[subprocess.Popen, str]:
@@ -149,19 +150,19 @@ def runs_of(envs: int, runs: int, keys: int) -> list[tuple[str, str, dict[str, p
     found = []
     for index in range(envs):
         for i in range(runs):
-            run_id = lake.new_run_id(start + timedelta(minutes=5 * i, seconds=index))
+            run_id = delta.new_run_id(start + timedelta(minutes=5 * i, seconds=index))
             found.append((f"env{index}", run_id, nightly if i == 0 else collection))
     return found
 
 
-def land(lake_dir: str, runs) -> tuple[int, float, float]:
+def land(lake: Lake, runs) -> tuple[int, float, float]:
     """Land every run; (tables landed: one commit each, seconds, slowest run's seconds)."""
     files, slowest = 0, 0.0
     start = time.perf_counter()
     for env, run_id, tables in runs:
         t = time.perf_counter()
         for table, rows in tables.items():
-            files += lake.write(lake_dir, table, env, run_id, rows) is not None
+            files += delta.write(lake, table, env, run_id, rows) is not None
         slowest = max(slowest, time.perf_counter() - t)
     return files, time.perf_counter() - start, slowest
 
@@ -179,10 +180,15 @@ def main() -> None:
     server, _ = start_moto(work / "moto.log")
     try:
         runs = runs_of(args.envs, max(2, args.runs), args.keys)
-        targets = {"local disk": str(work / "lake"), "S3 (moto, loopback)": "s3://bench/lake"}
+        targets = {
+            "local disk": Lake.at(work / "lake"),
+            "S3 (moto, loopback)": Lake.at("s3://bench/lake"),
+        }
         if not args.tiny:  # dbt parses the project once per state folder: in neither figure
-            land(str(work / "warm-up"), runs[:2])
-            warehouse.update(str(work / "warm-up"), work / "warm-up" / "w.duckdb", full=True)
+            land(Lake.at(work / "warm-up"), runs[:2])
+            warehouse.update(
+                Lake.at(str(work / "warm-up")), work / "warm-up" / "w.duckdb", full=True
+            )
         rows = []
         for label, where in targets.items():
             files, wall, slowest = land(where, runs)

@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _harness  # noqa: E402 - beside this file, not a package
 from lakes import schedule as sched  # noqa: E402
 
-from yardstick.storage import lake, lakefs  # noqa: E402
+from yardstick.storage import delta, lakefs  # noqa: E402
+from yardstick.storage.lakefs import Lake  # noqa: E402
 
 
 def collection_tables(envs: int, per_day: int = 12) -> list[tuple[str, dict[str, pa.Table]]]:
@@ -54,10 +55,10 @@ def collection_tables(envs: int, per_day: int = 12) -> list[tuple[str, dict[str,
 
 def legacy_write(lake_dir: str, table: str, env: str, run_id: str, data: pa.Table) -> None:
     """One file as the earlier format landed it (yardstick/storage/lake.py before Delta)."""
-    rows = lake.prepare(table, env, run_id, data).drop_columns(["env", "period"])
+    rows = delta.prepare(table, env, run_id, data).drop_columns(["env", "period"])
     meta = {"yardstick.schema_version": "1", "yardstick.table": table}
     rows = rows.replace_schema_metadata(meta)
-    name = f"{table}/env={env}/period={lake.run_period(run_id)}/{run_id}.parquet"
+    name = f"{table}/env={env}/period={delta.run_period(run_id)}/{run_id}.parquet"
     if not lakefs.is_remote(lake_dir):
         final = Path(lake_dir) / name
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -66,7 +67,7 @@ def legacy_write(lake_dir: str, table: str, env: str, run_id: str, data: pa.Tabl
         os.link(tmp, final)  # never overwriting
         tmp.unlink()
         return
-    final = lakefs.lake_root(lake_dir) / name
+    final = Lake.at(lake_dir).path(name)
     if lakefs.exists(final):  # the HEAD before the upload
         raise FileExistsError(str(final))
     fd, tmp = tempfile.mkstemp(suffix=".parquet")
@@ -90,10 +91,10 @@ def land_legacy(lake_dir: str, collection, run_id: str) -> float:
 def land_delta(lake_dir: str, collection, run_id: str) -> float:
     """Seconds to land one collection in the Delta lake (one commit per table)."""
     start = time.perf_counter()
-    with lake.batch(lake_dir, f"collection {run_id}"):
+    with delta.batch(Lake.at(lake_dir), f"collection {run_id}"):
         for env, tables in collection:
             for table, rows in tables.items():
-                lake.write(lake_dir, table, env, run_id, rows)
+                delta.write(Lake.at(lake_dir), table, env, run_id, rows)
     return time.perf_counter() - start
 
 

@@ -41,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _harness import REPO, Bench, git_revision, prefect_server  # noqa: E402
 
+from yardstick.storage.lakefs import Lake  # noqa: E402
+
 SHAPE_PATH = Path(__file__).resolve().parent / "real_shape.json"
 # Rows kept per table and run kind (the rest are counted only), but for the tables kept whole.
 MAX_ROWS = 60
@@ -123,13 +125,13 @@ def read_lake(lake_dir: Path) -> dict[tuple[str, str], dict[str, list[dict]]]:
     in the lake, declared or not: a table nobody declared still shows in the shape)."""
     import pyarrow.parquet as pq
 
-    from yardstick.storage import lake
+    from yardstick.storage import delta
 
     tables = sorted(
         name for name in os.listdir(lake_dir) if (lake_dir / name / "_delta_log").is_dir()
     )
     out: dict[tuple[str, str], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for f in lake.current_files(lake_dir, tables):
+    for f in delta.current_files(Lake.at(lake_dir), tables):
         for row in pq.read_table(f.path).to_pylist():
             out[(f.env, row["run_id"])][f.table].append(row)
     return out

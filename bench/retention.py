@@ -1,6 +1,6 @@
 """History at scale: a year (and two) of nightly runs plus collections every 5 minutes for 50
 environments, in the lake's steady state after compaction; then the warehouse's full rebuild,
-and nights landed for real (lake.write), each followed by compaction, the nightly incremental
+and nights landed for real (delta.write), each followed by compaction, the nightly incremental
 update and retention, as the nightly flow does: tonight (the first update after the rebuild),
 then --rounds warm nights on each lake, the year's and the two years', interleaved (their
 order rotated each round; the warm figure is their median); a trend query. Figures printed
@@ -30,7 +30,7 @@ the lake's length, so the 730-day lake reuses the 365-day lake's months. Each me
 works on a fresh lake of hard links whose files are added to each table's Delta log in one
 commit (deltalake.convert_to_deltalake), so compaction never touches the store. Nights are
 landed as the flows land them: each collection of every environment one commit per table
-(lake.batch), the nightly run environment by environment. The SQL project is copied at start
+(delta.batch), the nightly run environment by environment. The SQL project is copied at start
 and the updates run on that copy: edits to sql/ during a long run do not turn the incremental
 update into a rebuild. Each update runs in a child process, whose own peak RSS (wait4) is the
 figure. The lake's files are every file on disk, the tables' _delta_log included.
@@ -71,7 +71,8 @@ import _harness  # noqa: E402 - beside this file, not a package
 from _harness import Bench, copy_sql  # noqa: E402
 from lakes import schedule as sched  # noqa: E402
 
-from yardstick.storage import compaction, lake  # noqa: E402
+from yardstick.storage import compaction, delta  # noqa: E402
+from yardstick.storage.lakefs import Lake  # noqa: E402
 from yardstick.storage.schemas import file_schema  # noqa: E402
 
 GiB = float(1 << 30)
@@ -226,8 +227,8 @@ def build_detail(store: str, index: int, day: date, shape: Shape) -> float:
     )
     for run_id, tables in detail.items():
         for table, data in tables.items():
-            rows = lake.prepare(table, env, run_id, data).drop_columns(["env", "period"])
-            folder = tmp / table / f"env={env}" / f"period={lake.run_period(run_id)}"
+            rows = delta.prepare(table, env, run_id, data).drop_columns(["env", "period"])
+            folder = tmp / table / f"env={env}" / f"period={delta.run_period(run_id)}"
             folder.mkdir(parents=True, exist_ok=True)
             pq.write_table(rows, folder / f"part-00000-{run_id}-detail.parquet")
     tmp.mkdir(parents=True, exist_ok=True)
@@ -308,7 +309,7 @@ def assemble(store: Path, units: list, lake_dir: Path) -> int:
             str(lake_dir / table),
             partition_by=partitions,
             partition_strategy="hive",
-            configuration=lake.TABLE_CONFIG,
+            configuration=delta.TABLE_CONFIG,
         )
         DeltaTable(str(lake_dir / table)).create_checkpoint()
     return files
@@ -327,23 +328,27 @@ def night_tables(index: int, shape: Shape, day: date) -> dict:
 
 def land_day(lake_dir: str, days: list[dict]) -> tuple[int, int]:
     """Land the environments' day as the flows do: each collection of every environment as one
-    commit per table (lake.batch, as yardstick/flows/collect.py), the nightly run environment by
+    commit per table (delta.batch, as yardstick/flows/collect.py), the nightly run environment by
     environment, table by table; (tables landed, commits)."""
     run_ids = sorted({run for d in days for run in d["runs"]})
     landed = commits = 0
     for run_id in run_ids:
         per_env = [(d["env"], d["runs"][run_id]) for d in days if run_id in d["runs"]]
         if "-c" in run_id:
-            with lake.batch(lake_dir, f"collection {run_id}") as held:
+            with delta.batch(Lake.at(lake_dir), f"collection {run_id}") as held:
                 for env, tables in per_env:
                     for table, rows in tables.items():
-                        landed += lake.write(lake_dir, table, env, run_id, rows) is not None
+                        landed += (
+                            delta.write(Lake.at(lake_dir), table, env, run_id, rows) is not None
+                        )
             commits += len(held.parts)
             continue
         for env, tables in per_env:
             order = sorted(tables, key=lambda t: (t == "runs", t == "steps", t))
             for table in order:
-                written = lake.write(lake_dir, table, env, run_id, tables[table]) is not None
+                written = (
+                    delta.write(Lake.at(lake_dir), table, env, run_id, tables[table]) is not None
+                )
                 landed += written
                 commits += written
     return landed, commits
@@ -433,10 +438,10 @@ def self_check(store: Path, shape: Shape, work: Path) -> dict:
         for run_id, rows in split_runs(data):
             runs.setdefault(run_id, {})[table] = rows
     land_day(str(landed), [{"env": env, "runs": runs}])
-    compaction.compact(landed, vacuum_hours=0)
+    compaction.compact(Lake.at(landed), vacuum_hours=0)
     problems, compared = [], 0
     for table, data in merged.items():
-        files = lake.data_files(landed, table)
+        files = delta.data_files(Lake.at(landed), table)
         if len(files) != 1:
             problems.append(f"{table}: {len(files)} data files after compaction, not 1")
         ours = data.sort_by([("run_id", "ascending")]).select(file_schema(table).names)
@@ -495,7 +500,7 @@ def child_update(lake_dir: str, wh: str, full: bool, sql: str, out: str) -> None
     from yardstick.storage import dbt, warehouse
 
     dbt.project_dir = lambda: Path(sql)  # the copy taken at the bench's start
-    result = warehouse.update(lake_dir, wh, full=full)
+    result = warehouse.update(Lake.at(lake_dir), wh, full=full)
     data = asdict(result)
     data["path"] = str(result.path)
     # This process's own peak (VmHWM): wait4's ru_maxrss starts from the parent's RSS at the
@@ -567,7 +572,7 @@ def night(
         "rows_quiet_max": max(x["slowlog_rows_quiet_max"] for x in landed),
     }
     print(
-        f"{tag} {name} ({day}) landed through lake.write: {collections:,} collections + "
+        f"{tag} {name} ({day}) landed through delta.write: {collections:,} collections + "
         f"{args.envs} nightly runs = {tables_landed:,} tables in {commits:,} commits in "
         f"{land_s:.1f} s; "
         f"SLOWLOG {slowlog['rows_per_collection']:.2f} rows per collection, at most "
@@ -576,7 +581,7 @@ def night(
     )
     # Vacuumed at once: in the nightly schedule the files a compaction replaced are deleted by
     # the next one a day later (an hour's retention); the bench's night lasts minutes.
-    report = compaction.compact(lake_dir, vacuum_hours=0)
+    report = compaction.compact(Lake.at(lake_dir), vacuum_hours=0)
     after, _size, _ = lake_stats(lake_dir)
     data_after = data_files(lake_dir)
     # Data files (the target's meaning), the log's commit files apart: a day's commits are
@@ -611,7 +616,7 @@ def night(
         from yardstick.storage import retention
 
         try:
-            kept = retention.apply(lake_dir, wh, args.detail_days, today=day)
+            kept = retention.apply(Lake.at(lake_dir), wh, args.detail_days, today=day)
             out["retention"] = kept.summary()
         except Exception as exc:  # the models are being converted: report, go on
             out["retention"] = f"failed: {type(exc).__name__}: {exc}"

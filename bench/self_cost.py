@@ -40,7 +40,8 @@ import _harness  # noqa: E402 - beside this file, not a package
 from collect_round import CLI_CALL, overlay  # noqa: E402
 
 from yardstick.host.selfcost import host_busy_s  # noqa: E402
-from yardstick.storage import lake  # noqa: E402
+from yardstick.storage import delta  # noqa: E402
+from yardstick.storage.lakefs import Lake  # noqa: E402
 
 TARGET_P2 = 0.75
 RUN_PHASES = ("start", "measure", "landing", "warehouse", "rendering")
@@ -88,12 +89,18 @@ def one_run(
     usage = _children_cpu_s()
     if proc.returncode != 0:
         raise SystemExit(f"yardstick run failed ({proc.returncode}):\n{err[-3000:]}")
-    steps = lake.read(work / "lake", "steps", columns=["run_id", "env", "window_s"]).to_pylist()
+    steps = delta.read(
+        Lake.at(work / "lake"), "steps", columns=["run_id", "env", "window_s"]
+    ).to_pylist()
     run_id = steps[0]["run_id"]
     windows_s = sum(s["window_s"] or 0.0 for s in steps if s["run_id"] == run_id)
-    present = lake.tables_present(work / "lake")
+    present = delta.tables_present(Lake.at(work / "lake"))
     cost = (
-        [r for r in lake.read(work / "lake", "tool_cost").to_pylist() if r["run_id"] == run_id]
+        [
+            r
+            for r in delta.read(Lake.at(work / "lake"), "tool_cost").to_pylist()
+            if r["run_id"] == run_id
+        ]
         if "tool_cost" in present
         else []  # an earlier code's run
     )

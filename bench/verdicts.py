@@ -64,6 +64,8 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import Bench, copy_sql  # noqa: E402 - beside this file, not a package
 
+from yardstick.storage.lakefs import Lake  # noqa: E402
+
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 EVENT_NIGHT = 30
 SPEEDUP, RPS = "pipeline_speedup", "bench_rps"
@@ -210,13 +212,13 @@ def night_version(env: str, night: int) -> str:
 
 def land(lake_dir: Path, data: dict[str, np.ndarray], replicates: int, nights: int) -> int:
     """Land every night of every environment; the number of run tables landed."""
-    from yardstick.storage import lake
+    from yardstick.storage import delta
     from yardstick.storage.schemas import TABLES, to_table
 
     files = 0
     # One commit per table for the whole history, as a collection of many environments lands
     # (a commit per run and table cost ~80 % of a small bench's time).
-    with lake.batch(lake_dir, "bench/verdicts"):
+    with delta.batch(Lake.at(lake_dir), "bench/verdicts"):
         for e, env in enumerate(ENVS):
             scenarios = [sc for sc in SCENARIOS if sc.env == env]
             figures = [sc.figure for sc in scenarios for _ in range(replicates)]
@@ -270,8 +272,8 @@ def land(lake_dir: Path, data: dict[str, np.ndarray], replicates: int, nights: i
                     schema=TABLES["retained_measures"],
                 )
                 for table, rows in tables.items():
-                    lake.write(lake_dir, table, env, run_id, to_table(table, rows))
-                lake.write(lake_dir, "retained_measures", env, run_id, measures)
+                    delta.write(Lake.at(lake_dir), table, env, run_id, to_table(table, rows))
+                delta.write(Lake.at(lake_dir), "retained_measures", env, run_id, measures)
                 files += len(tables) + 1
     return files
 
@@ -486,7 +488,7 @@ def rebuild_with(work: Path, sql: Path, overrides: dict, number: int) -> tuple[P
     (project / "dbt_project.yml").write_text(yaml.safe_dump(settings, sort_keys=False))
     dbt.project_dir = lambda: project
     wh = work / f"verdicts-{number}.duckdb"
-    warehouse.build(work / "lake", wh)
+    warehouse.build(Lake.at(work / "lake"), wh)
     return wh, time.perf_counter() - start
 
 
@@ -543,7 +545,7 @@ def main() -> None:
         land_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         wh = work / "verdicts.duckdb"
-        warehouse.build(work / "lake", wh)
+        warehouse.build(Lake.at(work / "lake"), wh)
         build_s = time.perf_counter() - t0
         series = len(SCENARIOS) * args.replicates
         record.update(points=series * args.nights, land_s=land_s, build_s=build_s)

@@ -21,7 +21,8 @@ from yardstick.reports import charts
 from yardstick.reports.charts import render_charts
 from yardstick.reports.labels import short_description, unit_label
 from yardstick.reports.render import NATURE_LABEL, render_reports
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 
 FIRST_NIGHT = datetime(2025, 3, 1, 2, 0, tzinfo=UTC)
 NIGHTS = 12
@@ -102,7 +103,7 @@ def built(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     root = tmp_path_factory.mktemp("charts")
     lake_dir, rng = root / "lake", random.Random(7)
     latest: dict[str, str] = {}
-    with lake.batch(lake_dir, "chart nights"):  # one commit per table, not per run
+    with delta.batch(Lake.at(lake_dir), "chart nights"):  # one commit per table, not per run
         for night in range(NIGHTS):
             at = FIRST_NIGHT + timedelta(days=night)
             latest["steady"] = _land(
@@ -128,7 +129,7 @@ def built(tmp_path_factory) -> tuple[Path, dict[str, str]]:
             profile="collect",
             rng=rng,
         )
-    return warehouse.build(lake_dir, root / "warehouse.duckdb"), latest
+    return warehouse.build(Lake.at(lake_dir), root / "warehouse.duckdb"), latest
 
 
 def _is_svg(path: Path) -> bool:

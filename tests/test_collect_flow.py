@@ -10,6 +10,7 @@ from conftest import open_warehouse, write_config
 
 from yardstick.flows.collect import COLLECT_FAMILIES, collect
 from yardstick.storage import warehouse
+from yardstick.storage.lakefs import Lake
 
 pytestmark = pytest.mark.e2e
 
@@ -65,7 +66,7 @@ def test_collect_flow_on_scratch_and_read_only(prefect_server, start_redis, tmp_
     assert {s["status"] for s in steps} == {"ok"}
     assert {r["profile"] for r in pq.read_table(lake_dir / "runs").to_pylist()} == {"collect"}
 
-    warehouse.build(lake_dir, tmp_path / "w.duckdb")
+    warehouse.build(Lake.at(lake_dir), tmp_path / "w.duckdb")
     con = open_warehouse(tmp_path / "w.duckdb")
     # Collections are not figures (105,000 runs a year per environment): what they found is
     # read from the collection marts.

@@ -19,7 +19,8 @@ from yardstick.flows.collect import collect_context, collect_environments, colle
 from yardstick.flows.landing import run_family
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import SlowlogProfile
-from yardstick.storage import compaction, cursors, lake, warehouse
+from yardstick.storage import compaction, cursors, delta, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import file_schema, to_table
 from yardstick.tasks import slowlog
 from yardstick.tasks.slowlog import collect_slowlog
@@ -42,7 +43,7 @@ def run_ids() -> Iterator[str]:
     suffix: a collection's cursor counts only runs started before it)."""
     first = datetime.now(UTC) - timedelta(hours=1)
     for i in range(1000):
-        yield lake.new_run_id(first + timedelta(seconds=i))
+        yield delta.new_run_id(first + timedelta(seconds=i))
 
 
 def scratch(server, name: str = "s") -> Environment:
@@ -65,7 +66,7 @@ def sleeps(server, times: int) -> None:
 
 def product_collect(env: Environment, lake_dir: Path, run_id: str) -> None:
     """One collection as the collect flow runs it: its context, host lock, run row."""
-    (outcome,) = collect_environments([env], collect_profile(), run_id, str(lake_dir))
+    (outcome,) = collect_environments([env], collect_profile(), run_id, Lake.at(str(lake_dir)))
     assert outcome.status == "ok", outcome.error
 
 
@@ -73,14 +74,14 @@ def whole_collect(env: Environment, lake_dir: Path, run_id: str) -> None:
     """One collection as before the cursor: the whole queue landed, then the run row."""
     measured = collect_slowlog(env, SlowlogProfile())
     for table, data in measured.tables.items():
-        lake.write(lake_dir, table, env.name, run_id, data)
+        delta.write(Lake.at(lake_dir), table, env.name, run_id, data)
     run = {"profile": "collect", "started_at": datetime.now(UTC), "status": "ok"}
-    lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run]))
+    delta.write(Lake.at(lake_dir), "runs", env.name, run_id, to_table("runs", [run]))
 
 
 def rows_of(lake_dir: Path, table: str, run_id: str, env: str = "s") -> list[dict]:
     """The rows one run landed in `table` (none: no file)."""
-    data = lake.read(lake_dir, table, [env], {run_id})
+    data = delta.read(Lake.at(lake_dir), table, [env], {run_id})
     return data.drop_columns(["env", "period"]).to_pylist()
 
 
@@ -173,8 +174,8 @@ def test_cursor_lands_only_new_entries_and_losses_stay_those_of_whole_queues(
     assert [r["entry_id"] for r in rows_of(lake_dir, "slowlog_entries", after_reset)] == [3, 2]
     both(env)
 
-    cursor_path = warehouse.build(lake_dir, tmp_path / "cursor.duckdb")
-    whole_path = warehouse.build(whole_dir, tmp_path / "whole.duckdb")
+    cursor_path = warehouse.build(Lake.at(lake_dir), tmp_path / "cursor.duckdb")
+    whole_path = warehouse.build(Lake.at(whole_dir), tmp_path / "whole.duckdb")
     figures = gaps(cursor_path)
     assert figures == gaps(whole_path)
     assert [(f[0], f[2], f[4]) for f in figures] == [
@@ -210,22 +211,29 @@ def test_a_killed_collection_does_not_move_the_cursor(start_redis, newest_binary
     sleeps(server, 2)
     # Killed after its families landed, before its runs row: the warehouse never loads it.
     killed = next(ids)
-    context = collect_context([env], killed, str(lake_dir))
+    context = collect_context([env], killed, Lake.at(str(lake_dir)))
     step = run_family(
-        slowlog.FAMILY, env, collect_profile(), context, killed, str(lake_dir), None, plain=True
+        slowlog.FAMILY,
+        env,
+        collect_profile(),
+        context,
+        killed,
+        Lake.at(str(lake_dir)),
+        None,
+        plain=True,
     )
     assert step["status"] == "ok"
     assert [r["entry_id"] for r in rows_of(lake_dir, "slowlog_entries", killed)] == [3, 2]
     # The next collection's cursor still comes from the complete run, so it lands 2 and 3.
     after = next(ids)
-    landed = cursors.read_landed(lake_dir, "s", after)
+    landed = cursors.read_landed(Lake.at(lake_dir), "s", after)
     assert landed.slowlog_run_id == complete and list(landed.slowlog_ids.values()) == [1]
     product_collect(env, lake_dir, after)
     assert [r["entry_id"] for r in rows_of(lake_dir, "slowlog_entries", after)] == [3, 2]
     # A cursor counts only runs started before the collecting one.
-    assert cursors.read_landed(lake_dir, "s", after).slowlog_run_id == complete
-    assert cursors.read_landed(lake_dir, "s", next(ids)).slowlog_run_id == after
-    path = warehouse.build(lake_dir, tmp_path / "w.duckdb")
+    assert cursors.read_landed(Lake.at(lake_dir), "s", after).slowlog_run_id == complete
+    assert cursors.read_landed(Lake.at(lake_dir), "s", next(ids)).slowlog_run_id == after
+    path = warehouse.build(Lake.at(lake_dir), tmp_path / "w.duckdb")
     assert [(f[0], f[2]) for f in gaps(path)] == [(2, None), (2, 0)]
     assert dedup_counts(path) == [(4, 0, 3)]
 
@@ -281,8 +289,8 @@ def land_old_format(lake_dir: Path, table: str, env: str, run_id: str, rows: lis
     rows = [{"run_id": run_id, "schema_version": 1, **r} for r in rows]
     data = pa.Table.from_pylist(rows, schema=old)
     data = data.append_column("env", pa.array([env] * data.num_rows, pa.string()))
-    data = data.append_column("period", pa.array([lake.run_period(run_id)] * data.num_rows))
-    lake.append(lake_dir, table, data, "a landing of an older version")
+    data = data.append_column("period", pa.array([delta.run_period(run_id)] * data.num_rows))
+    delta.append(Lake.at(lake_dir), table, data, "a landing of an older version")
 
 
 @pytest.mark.server_agnostic
@@ -330,24 +338,30 @@ def test_old_format_lake_gives_the_same_losses(tmp_path):
                     oldest_queued_id=min(queue), newest_queued_id=max(queue), landed_above_id=cursor
                 )
                 kept = [e for e in entries if cursor is None or e["entry_id"] > cursor]
-                lake.write(
-                    lake_dir,
+                delta.write(
+                    Lake.at(lake_dir),
                     "slowlog_collections",
                     env,
                     run_id,
                     to_table("slowlog_collections", [collection]),
                 )
-                lake.write(
-                    lake_dir, "slowlog_entries", env, run_id, to_table("slowlog_entries", kept)
+                delta.write(
+                    Lake.at(lake_dir),
+                    "slowlog_entries",
+                    env,
+                    run_id,
+                    to_table("slowlog_entries", kept),
                 )
             run = {"profile": "collect", "started_at": at, "status": "ok"}
-            lake.write(lake_dir, "runs", env, run_id, to_table("runs", [run]))
+            delta.write(Lake.at(lake_dir), "runs", env, run_id, to_table("runs", [run]))
     # The old collections give no cursor (land everything once); the new ones do.
-    assert cursors.read_landed(lake_dir, "old", "20261129T110000Z-000009").slowlog_ids == {}
-    assert cursors.read_landed(lake_dir, "mixed", "20261129T101300Z-000009").slowlog_ids == {
-        "srv-a": 9
-    }
-    path = warehouse.build(lake_dir, tmp_path / "w.duckdb")
+    assert (
+        cursors.read_landed(Lake.at(lake_dir), "old", "20261129T110000Z-000009").slowlog_ids == {}
+    )
+    assert cursors.read_landed(
+        Lake.at(lake_dir), "mixed", "20261129T101300Z-000009"
+    ).slowlog_ids == {"srv-a": 9}
+    path = warehouse.build(Lake.at(lake_dir), tmp_path / "w.duckdb")
     old, mixed = gaps(path, "old"), gaps(path, "mixed")
     assert old == mixed
     assert [(g[0], g[1], g[2], g[3]) for g in old] == [
@@ -370,15 +384,21 @@ def test_cursor_read_from_landed_and_compacted_files(where, request, tmp_path):
         run_id, at = f"20261129T10{5 * n:02d}00Z-00000{n}", t0 + timedelta(minutes=5 * n)
         row = {"server_run_id": "srv-a", "collected_at": at, "entries_returned": 1}
         row.update(newest_queued_id=newest, oldest_queued_id=newest, landed_above_id=above)
-        lake.write(
-            lake_dir, "slowlog_collections", "e", run_id, to_table("slowlog_collections", [row])
+        delta.write(
+            Lake.at(lake_dir),
+            "slowlog_collections",
+            "e",
+            run_id,
+            to_table("slowlog_collections", [row]),
         )
         event = {"server_run_id": "srv-a", "event": "command", "latest_at": at}
         event["history_newest_at"] = t0 + timedelta(seconds=n)
-        lake.write(lake_dir, "latency_latest", "e", run_id, to_table("latency_latest", [event]))
+        delta.write(
+            Lake.at(lake_dir), "latency_latest", "e", run_id, to_table("latency_latest", [event])
+        )
         if complete:
             run = {"profile": "collect", "started_at": at, "status": "ok"}
-            lake.write(lake_dir, "runs", "e", run_id, to_table("runs", [run]))
+            delta.write(Lake.at(lake_dir), "runs", "e", run_id, to_table("runs", [run]))
         return run_id
 
     collection(0, 9, None)
@@ -394,15 +414,15 @@ def test_cursor_read_from_landed_and_compacted_files(where, request, tmp_path):
         assert landed.slowlog_ids == {"srv-a": newest_id}
         assert landed.latency_at == {("srv-a", "command"): t0 + timedelta(seconds=seconds)}
 
-    expect(cursors.read_landed(lake_dir, "e", before), second, 12, 1)
+    expect(cursors.read_landed(Lake.at(lake_dir), "e", before), second, 12, 1)
     # Compacted: the runs and the rows are read from the month's one data file.
-    compaction.compact(lake_dir, min_files=2)
-    assert len(lake.data_files(lake_dir, "runs", ["e"])) == 1
-    expect(cursors.read_landed(lake_dir, "e", before), second, 12, 1)
-    expect(cursors.read_landed(lake_dir, "e", "20261129T103000Z-000009"), later, 30, 4)
+    compaction.compact(Lake.at(lake_dir), min_files=2)
+    assert len(delta.data_files(Lake.at(lake_dir), "runs", ["e"])) == 1
+    expect(cursors.read_landed(Lake.at(lake_dir), "e", before), second, 12, 1)
+    expect(cursors.read_landed(Lake.at(lake_dir), "e", "20261129T103000Z-000009"), later, 30, 4)
     # An empty queue keeps its cursor; a newer landed file wins over the compacted one.
     empty = collection(5, None, 30)
-    expect(cursors.read_landed(lake_dir, "e", "20261129T103000Z-000009"), empty, 30, 5)
+    expect(cursors.read_landed(Lake.at(lake_dir), "e", "20261129T103000Z-000009"), empty, 30, 5)
     # Another environment, or none landed at all: no cursor.
-    nothing = cursors.read_landed(lake_dir, "other", before)
+    nothing = cursors.read_landed(Lake.at(lake_dir), "other", before)
     assert nothing.slowlog_ids == {} and nothing.latency_at == {} and nothing.problem is None

@@ -9,7 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from yardstick.storage import compaction, cursors, lake
+from yardstick.storage import compaction, cursors, delta
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import to_table
 
 pytestmark = pytest.mark.server_agnostic
@@ -22,19 +23,29 @@ def land(lake_dir: str, envs: list[str], n: int, complete: bool = True) -> str:
         f"20261129T1{n // 12:01d}{5 * (n % 12):02d}00Z-{n:06d}",
         T0 + timedelta(minutes=5 * n),
     )
-    with lake.batch(lake_dir, f"collection {n}"):
+    with delta.batch(Lake.at(lake_dir), f"collection {n}"):
         for env in envs:
             row = {"server_run_id": f"srv-{env}", "collected_at": at, "entries_returned": 1}
             row.update(newest_queued_id=n, oldest_queued_id=n, landed_above_id=n - 1)
-            lake.write(
-                lake_dir, "slowlog_collections", env, run_id, to_table("slowlog_collections", [row])
+            delta.write(
+                Lake.at(lake_dir),
+                "slowlog_collections",
+                env,
+                run_id,
+                to_table("slowlog_collections", [row]),
             )
             event = {"server_run_id": f"srv-{env}", "event": "command", "latest_at": at}
             event["history_newest_at"] = at
-            lake.write(lake_dir, "latency_latest", env, run_id, to_table("latency_latest", [event]))
+            delta.write(
+                Lake.at(lake_dir),
+                "latency_latest",
+                env,
+                run_id,
+                to_table("latency_latest", [event]),
+            )
             if complete:
                 run = {"profile": "collect", "started_at": at, "status": "ok"}
-                lake.write(lake_dir, "runs", env, run_id, to_table("runs", [run]))
+                delta.write(Lake.at(lake_dir), "runs", env, run_id, to_table("runs", [run]))
     return run_id
 
 
@@ -42,7 +53,7 @@ def land(lake_dir: str, envs: list[str], n: int, complete: bool = True) -> str:
 def opened(monkeypatch) -> dict[str, list]:
     """The data files the cursors open: run_id columns and rows."""
     seen: dict[str, list] = {"run_ids": [], "rows": []}
-    run_ids_of, read_file = lake.run_ids_of, lake.read_file
+    run_ids_of, read_file = delta.run_ids_of, delta.read_file
 
     def counted_run_ids(f):
         seen["run_ids"].append(f)
@@ -52,8 +63,8 @@ def opened(monkeypatch) -> dict[str, list]:
         seen["rows"].append(f)
         return read_file(f, *args, **kwargs)
 
-    monkeypatch.setattr(lake, "run_ids_of", counted_run_ids)
-    monkeypatch.setattr(lake, "read_file", counted_read)
+    monkeypatch.setattr(delta, "run_ids_of", counted_run_ids)
+    monkeypatch.setattr(delta, "read_file", counted_read)
     return seen
 
 
@@ -62,7 +73,7 @@ def test_a_round_opens_only_the_newest_complete_run_s_files(tmp_path, opened):
     ids = [land(lake_dir, envs, n) for n in range(1, 9)]
     land(lake_dir, envs, 9, complete=False)  # killed before its runs row: never a cursor
     before = "20261129T120000Z-999999"
-    landed = cursors.reader(lake_dir, before)
+    landed = cursors.reader(Lake.at(lake_dir), before)
     for env in envs:
         found = landed(env)
         assert found.problem is None
@@ -79,12 +90,14 @@ def test_merged_files_are_opened_only_when_they_could_hold_a_newer_run(tmp_path,
     lake_dir, envs = str(tmp_path / "lake"), ["a"]
     for n in range(1, 6):
         land(lake_dir, envs, n)
-    compaction.compact(lake_dir, min_files=2)  # one merged file per table
+    compaction.compact(Lake.at(lake_dir), min_files=2)  # one merged file per table
     newest = land(lake_dir, envs, 6)
-    found = cursors.read_landed(lake_dir, "a", "20261129T120000Z-999999")
+    found = cursors.read_landed(Lake.at(lake_dir), "a", "20261129T120000Z-999999")
     assert found.slowlog_run_id == newest and found.slowlog_ids == {"srv-a": 6}
     assert opened["run_ids"] == []  # the newest run is in a one-run file: the merged one waits
     opened["rows"].clear()
-    merged = cursors.read_landed(lake_dir, "a", newest)  # run 6 started after: runs 1-5 count
+    merged = cursors.read_landed(
+        Lake.at(lake_dir), "a", newest
+    )  # run 6 started after: runs 1-5 count
     assert merged.slowlog_ids == {"srv-a": 5}
     assert {f.table for f in opened["run_ids"]} <= {"runs", "slowlog_collections", "latency_latest"}

@@ -11,7 +11,8 @@ import pytest
 from conftest import open_warehouse, run_nightly, write_config
 
 from yardstick.host.embedded import free_port
-from yardstick.storage import lake
+from yardstick.storage import delta
+from yardstick.storage.lakefs import Lake
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +28,7 @@ def _rows_of_run(lake_dir: Path, run_id: str) -> dict[tuple[str, str], list]:
     """Every current row of one run, per table and environment (compaction may have moved
     them into another file: what must survive is the rows)."""
     found: dict[tuple[str, str], list] = {}
-    for f in lake.current_files(lake_dir):
+    for f in delta.current_files(Lake.at(lake_dir)):
         data = pq.read_table(f.path).filter(pc.equal(pc.field("run_id"), run_id))
         if data.num_rows:
             rows = [repr(row) for row in data.to_pylist()]

@@ -25,7 +25,8 @@ from yardstick.flows.measure import measure_environment
 from yardstick.flows.nightly import render, update_warehouse
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import PROFILES, Profile
-from yardstick.storage import lake
+from yardstick.storage import delta
+from yardstick.storage.lakefs import Lake
 from yardstick.tasks import base
 from yardstick.tasks.base import Family, Measured, RunContext, rows_to_table
 from yardstick.tasks.memory import MemoryProfile, MemoryShape
@@ -73,12 +74,12 @@ def budget_flow(
     build: bool = True,
 ):
     """Measure `families` on one environment, then build the warehouse and the reports."""
-    run_id = lake.new_run_id()
+    run_id = delta.new_run_id()
     outcome = measure_environment(
-        env, quote(profile), run_id, lake_dir, "localhost", families=families
+        env, quote(profile), run_id, Lake.at(lake_dir), "localhost", families=families
     )
     if build:
-        update_warehouse(lake_dir, warehouse_path)
+        update_warehouse(Lake.at(lake_dir), warehouse_path)
         render(warehouse_path, out_dir, run_id)
     return run_id, outcome
 
@@ -279,15 +280,19 @@ def test_a_unit_cut_at_the_bound_is_left_out_and_the_finished_ones_land(tmp_path
     profile = PROFILES["quick"]
     steps = []
     for plain in (True, False):  # the 5-minute collection's way, and a Prefect task run
-        run_id = lake.new_run_id()
-        step = run_family(FAKE, env, profile, RunContext(), run_id, str(tmp_path), None, plain)
+        run_id = delta.new_run_id()
+        step = run_family(
+            FAKE, env, profile, RunContext(), run_id, Lake.at(str(tmp_path)), None, plain
+        )
         assert step["status"] == "partial", step
         assert step["reason"] == "timed out: things stopped at its 1 s bound; landed 2 of 5 things"
         assert step["window_s"] == 0.5
         steps.append(step)
     landed = _landed(tmp_path, "benchmark", lake_dir=".")
     assert sorted(r["repetition"] for r in landed) == [0, 0, 1, 1]
-    outcome = record_run(env, profile, run_id, str(tmp_path), "h", base.utc_now(), 0.0, steps)
+    outcome = record_run(
+        env, profile, run_id, Lake.at(str(tmp_path)), "h", base.utc_now(), 0.0, steps
+    )
     assert outcome.status == "partial" and "landed 2 of 5 things" in outcome.error
 
 

@@ -15,6 +15,7 @@ from yardstick import interrupt
 from yardstick.flows.landing import family_task, run_family
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import PROFILES
+from yardstick.storage.lakefs import Lake
 from yardstick.tasks import base
 from yardstick.tasks.base import Family, Measured, RunContext, Skipped
 from yardstick.tasks.throughput import TABLES
@@ -51,13 +52,20 @@ def _run(way: str, family: Family, tmp_path: Path) -> dict:
         def in_a_flow_run() -> dict:
             """run_family inside a flow run: the family is a task run."""
             return run_family(
-                family, ENV, PROFILES["quick"], RunContext(), "r1", str(tmp_path), None
+                family, ENV, PROFILES["quick"], RunContext(), "r1", Lake.at(str(tmp_path)), None
             )
 
         return in_a_flow_run()
     plain = way == "plain"
     return run_family(
-        family, ENV, PROFILES["quick"], RunContext(), "r1", str(tmp_path), None, plain=plain
+        family,
+        ENV,
+        PROFILES["quick"],
+        RunContext(),
+        "r1",
+        Lake.at(str(tmp_path)),
+        None,
+        plain=plain,
     )
 
 

@@ -43,7 +43,8 @@ import duckdb
 import lakes
 import pytest
 
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 
 EXPECTED = Path(__file__).parent / "samples" / "golden_figures.json"
 RECORDED = Path(__file__).parent / "samples" / "recorded_families.json"
@@ -251,9 +252,11 @@ def _dump(observed: dict[str, list[list]]) -> str:
 def observed(tmp_path_factory) -> dict[str, list[list]]:
     """The fixed lake, built once; its figures and verdicts."""
     root = tmp_path_factory.mktemp("golden")
-    with lake.batch(root / "lake", "golden lake"):  # one commit per table, not one per run
+    with delta.batch(
+        Lake.at(root / "lake"), "golden lake"
+    ):  # one commit per table, not one per run
         _land_lake(root / "lake")
-    con = warehouse.connect_read_only(warehouse.build(root / "lake", root / "w.duckdb"))
+    con = warehouse.connect_read_only(warehouse.build(Lake.at(root / "lake"), root / "w.duckdb"))
     try:
         observed = _observed(con)
     finally:
@@ -312,28 +315,28 @@ def test_a_lake_of_the_earlier_format_migrated_gives_the_same_figures(observed, 
     compaction killed before deleting its inputs), migrated, gives the stored figures."""
     import legacy_lake
 
-    from yardstick.storage import lake, migrate
+    from yardstick.storage import delta, migrate
 
     old = tmp_path / "lake"
-    write, lakes.lake.write = lakes.lake.write, legacy_lake.write
+    write, lakes.delta.write = lakes.delta.write, legacy_lake.write
     try:
         _land_lake(old)
     finally:
-        lakes.lake.write = write
+        lakes.delta.write = write
     assert not list(old.glob("*/_delta_log"))
     for i, folder in enumerate(sorted(old.glob("runs/env=*/period=*"))):
         env, period = folder.parent.name[4:], folder.name[7:]
         legacy_lake.compact_partition(old, "runs", env, period, keep_inputs=i == 0)
-    assert migrate.needed(old)
-    report = migrate.migrate(old)
-    assert report.tables["runs"] and not migrate.needed(old)
+    assert migrate.needed(Lake.at(old))
+    report = migrate.migrate(Lake.at(old))
+    assert report.tables["runs"] and not migrate.needed(Lake.at(old))
     assert not list(old.rglob("compacted-g*.parquet"))
-    assert "runs" in lake.tables_present(old)
-    con = warehouse.connect_read_only(warehouse.build(old, tmp_path / "w.duckdb"))
+    assert "runs" in delta.tables_present(Lake.at(old))
+    con = warehouse.connect_read_only(warehouse.build(Lake.at(old), tmp_path / "w.duckdb"))
     try:
         migrated = _observed(con)
     finally:
         con.close()
     assert migrated == observed
     # Run again (as the first compaction would): nothing left to do, nothing doubled.
-    assert migrate.migrate(old).tables == {}
+    assert migrate.migrate(Lake.at(old)).tables == {}

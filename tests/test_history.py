@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 from yardstick.app.cli import app
 from yardstick.reports.changepoints import series_change_points
 from yardstick.reports.render import render_reports
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 QUICK, NIGHTLY = "0a1b2c3d4e5f", "9f8e7d6c5b4a"  # params digests of the two profiles
@@ -54,7 +55,7 @@ def land_run(
 
 def build(tmp_path: Path) -> duckdb.DuckDBPyConnection:
     """Build the warehouse from tmp_path/lake and open it."""
-    warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
+    warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb")
     return open_warehouse(tmp_path / "w.duckdb")
 
 
@@ -115,7 +116,7 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
         runs.setdefault(env, []).append(land_run(lake_dir, env, day, speedup, rps, **kw))
 
     # One Delta commit per table for the whole history (as a collection lands), not ~1,200.
-    with lake.batch(lake_dir, "test history"):
+    with delta.batch(Lake.at(lake_dir), "test history"):
         for day in range(30):
             # A 20 % step in the last two runs of a series with ±5 % noise: worse pipelining,
             # more requests per second.
@@ -158,7 +159,7 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
                 within(1e5 if day < 19 else 0.6e5, 0.02, rng),
                 version=version,
             )
-    warehouse.build(lake_dir, root / "w.duckdb")
+    warehouse.build(Lake.at(lake_dir), root / "w.duckdb")
     return root, runs
 
 

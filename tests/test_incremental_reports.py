@@ -23,6 +23,7 @@ import pytest
 
 from yardstick.reports.render import render_reports
 from yardstick.storage import warehouse
+from yardstick.storage.lakefs import Lake
 
 RECORDED = Path(__file__).parent / "samples" / "recorded_families.json"
 FIRST_NIGHT = datetime(2025, 6, 1, 2, 0, tzinfo=UTC)
@@ -76,9 +77,9 @@ def rendered(tmp_path_factory) -> dict[str, dict[str, str]]:
     recording = json.loads(RECORDED.read_text())
     for env in ("a", "b"):
         _land_night(lake_dir, env, 0, recording)
-    assert warehouse.update(lake_dir, root / "inc.duckdb").mode == "full"
+    assert warehouse.update(Lake.at(lake_dir), root / "inc.duckdb").mode == "full"
     _land_night(lake_dir, "a", 1, recording)
-    second = warehouse.update(lake_dir, root / "inc.duckdb")
+    second = warehouse.update(Lake.at(lake_dir), root / "inc.duckdb")
     assert second.mode == "incremental" and second.runs_added == 1, second
     con = warehouse.connect_read_only(root / "inc.duckdb")
     try:
@@ -87,7 +88,7 @@ def rendered(tmp_path_factory) -> dict[str, dict[str, str]]:
     finally:
         con.close()
     assert batch == [("a",)], batch
-    warehouse.build(lake_dir, root / "full.duckdb")
+    warehouse.build(Lake.at(lake_dir), root / "full.duckdb")
     pages = {}
     for name in ("inc", "full"):
         render_reports(root / f"{name}.duckdb", root / name)

@@ -20,7 +20,8 @@ from yardstick.access.prefixes import NO_PREFIX, display, prefix_rule
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import KeyspaceProfile
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import utc_now
 from yardstick.tasks.keyspace import keyspace
@@ -55,9 +56,9 @@ def land_and_build(tmp_path, env_name: str, measured, *more) -> duckdb.DuckDBPyC
     """Land a family's tables (and a run row), and those of `more` (environment name,
     measured) pairs, build the warehouse, open it."""
     for name, data in ((env_name, measured), *zip(more[::2], more[1::2], strict=True)):
-        run_id = lake.new_run_id()
+        run_id = delta.new_run_id()
         for table, rows in data.tables.items():
-            lake.write(tmp_path / "lake", table, name, run_id, rows)
+            delta.write(Lake.at(tmp_path / "lake"), table, name, run_id, rows)
         now = utc_now()
         run = {
             "profile": "test",
@@ -67,8 +68,8 @@ def land_and_build(tmp_path, env_name: str, measured, *more) -> duckdb.DuckDBPyC
             "status": "ok",
             "mode": "read-only",
         }
-        lake.write(tmp_path / "lake", "runs", name, run_id, to_table("runs", [run]))
-    warehouse.build(tmp_path / "lake", tmp_path / "wh.duckdb")
+        delta.write(Lake.at(tmp_path / "lake"), "runs", name, run_id, to_table("runs", [run]))
+    warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "wh.duckdb")
     return open_warehouse(tmp_path / "wh.duckdb")
 
 

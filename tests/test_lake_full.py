@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import finish, open_warehouse, start_yardstick, write_config
 
-from yardstick.storage import compaction, lake
+from yardstick.storage import compaction, delta
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import TABLES
 
 # The lake's file system runs out of inodes (ENOSPC, as a full disk) once the first
@@ -99,7 +100,7 @@ def test_a_lake_that_fills_mid_run_keeps_what_landed_and_reports_it(redis_server
         # What landed is whole and current; no temporary file is left in the lake.
         hidden = [p for p in lake_dir.rglob(".*") if p.name != ".compaction.lock"]
         assert hidden == []
-        complete = lake.complete_runs(lake_dir)
+        complete = delta.complete_runs(Lake.at(lake_dir))
         assert {env for env, _ in complete} == {"first"}
 
         # The warehouse and the reports hold what landed.
@@ -140,7 +141,7 @@ def test_compaction_on_a_full_disk_commits_nothing_and_loses_nothing(tmp_path):
         for day in range(3):
             _land(lake_dir, "cache", datetime(2026, 10, 28 + day, 2, tzinfo=UTC))
         before = _rows(lake_dir)
-        versions = {t: lake.open_table(lake_dir, t).version() for t in before}
+        versions = {t: Lake.at(lake_dir).table(t).version() for t in before}
         filler = lake_dir / "filler"
         with open(filler, "wb") as out:
             try:
@@ -150,14 +151,14 @@ def test_compaction_on_a_full_disk_commits_nothing_and_loses_nothing(tmp_path):
             except OSError as exc:
                 assert exc.errno == errno.ENOSPC
         with pytest.raises(OSError) as caught:
-            compaction.compact(lake_dir)
+            compaction.compact(Lake.at(lake_dir))
         assert caught.value.errno == errno.ENOSPC
         # Nothing committed, every row still there once.
-        assert {t: lake.open_table(lake_dir, t).version() for t in before} == versions
+        assert {t: Lake.at(lake_dir).table(t).version() for t in before} == versions
         assert _rows(lake_dir) == before
         # The next compaction, with room again, merges everything as if nothing happened.
         filler.unlink()
-        report = compaction.compact(lake_dir, vacuum_hours=0)
+        report = compaction.compact(Lake.at(lake_dir), vacuum_hours=0)
         assert report.files_in >= 3 and _rows(lake_dir) == before
     finally:
         subprocess.run(["umount", "-l", str(lake_dir)], check=False)

@@ -16,7 +16,8 @@ from conftest import open_warehouse
 
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import RoundTripProfile
-from yardstick.storage import compaction, lake, lakefs, retention, warehouse
+from yardstick.storage import compaction, delta, lakefs, retention, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.preflight import NotWritable, check_writable
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.fingerprint import fingerprint
@@ -33,7 +34,7 @@ REL_TOL = 1e-9
 
 def _measure(env: Environment, when: datetime) -> tuple[str, dict[str, pa.Table]]:
     """One real run's tables (fingerprint and a short round trip), as a flow hands them over."""
-    run_id = lake.new_run_id(when)
+    run_id = delta.new_run_id(when)
     measured = [
         fingerprint(env, None),
         round_trip(env, RoundTripProfile(windows=2, window_s=0.1, interval_ms=0.5)),
@@ -85,8 +86,8 @@ def _land(lake_dir: str | Path, run: tuple[str, dict[str, pa.Table]]) -> None:
     run_id, tables = run
     for table, data in tables.items():
         if table != "runs":
-            lake.write(lake_dir, table, ENV, run_id, data)
-    lake.write(lake_dir, "runs", ENV, run_id, tables["runs"])  # last, as the flows do
+            delta.write(Lake.at(lake_dir), table, ENV, run_id, data)
+    delta.write(Lake.at(lake_dir), "runs", ENV, run_id, tables["runs"])  # last, as the flows do
 
 
 def _marts(path: Path) -> dict[str, list[tuple]]:
@@ -117,8 +118,8 @@ def _layout(lake_dir: str | Path) -> list[tuple[str, str, str, int]]:
     """The lake's data files by table, partition and rows (not by name or where it lives)."""
     return sorted(
         (f.table, f.env, f.period, f.rows)
-        for t in lake.tables_present(lake_dir)
-        for f in lake.data_files(lake_dir, t)
+        for t in delta.tables_present(Lake.at(lake_dir))
+        for f in delta.data_files(Lake.at(lake_dir), t)
     )
 
 
@@ -128,10 +129,10 @@ def _orphan(url: str, run_id: str) -> str:
     import pyarrow.parquet as pq
 
     rows = to_table("runs", [{"profile": "killed", "status": "ok"}])
-    data = lake.prepare("runs", ENV, run_id, rows).drop_columns(["env", "period"])
+    data = delta.prepare("runs", ENV, run_id, rows).drop_columns(["env", "period"])
     sink = pa.BufferOutputStream()
     pq.write_table(data, sink)
-    key = f"{url}/runs/env={ENV}/period={lake.run_period(run_id)}/part-00000-killed-c000.parquet"
+    key = f"{url}/runs/env={ENV}/period={delta.run_period(run_id)}/part-00000-killed-c000.parquet"
     lakefs.filesystem().pipe_file(key, sink.getvalue().to_pybytes())
     return key
 
@@ -145,16 +146,16 @@ def test_an_s3_lake_gives_the_warehouse_a_local_lake_gives(measured_runs, s3_lak
         _land(url, run)
     # A landing killed after its upload, before its commit: its run would enter the figures
     # had any of it become visible.
-    killed = lake.new_run_id(datetime.now(UTC) - timedelta(hours=3, minutes=30))
+    killed = delta.new_run_id(datetime.now(UTC) - timedelta(hours=3, minutes=30))
     orphan = _orphan(url, killed)
-    assert killed not in {run for _, run in lake.complete_runs(url)}
+    assert killed not in {run for _, run in delta.complete_runs(Lake.at(url))}
     assert _layout(url) == _layout(local)
 
     # One file name for every warehouse (its stem is dbt's database name): dbt's parse of the
     # project is reused across them and the other tests.
     s3_wh, local_wh, rebuilt = (tmp_path / kind / "w.duckdb" for kind in ("s3", "local", "re"))
-    warehouse.build(url, s3_wh)
-    warehouse.build(local, local_wh)
+    warehouse.build(Lake.at(url), s3_wh)
+    warehouse.build(Lake.at(local), local_wh)
     _same(_marts(s3_wh), _marts(local_wh))
     con = open_warehouse(s3_wh)
     try:
@@ -170,24 +171,24 @@ def test_an_s3_lake_gives_the_warehouse_a_local_lake_gives(measured_runs, s3_lak
     # same on both lakes, and on S3 what a rebuild from the S3 lake alone gives.
     _land(local, third)
     _land(url, third)
-    s3_report = compaction.compact(url, vacuum_hours=0)
-    local_report = compaction.compact(local, vacuum_hours=0)
+    s3_report = compaction.compact(Lake.at(url), vacuum_hours=0)
+    local_report = compaction.compact(Lake.at(local), vacuum_hours=0)
     assert s3_report.files_in == local_report.files_in > 0
-    assert not lakefs.exists(lakefs.lake_root(orphan)) and s3_report.files_vacuumed
+    assert not lakefs.exists(str(orphan)) and s3_report.files_vacuumed
     later = (datetime.now(UTC) + timedelta(days=40)).date()
-    s3_kept = retention.apply(url, s3_wh, detail_days=30, today=later)
-    local_kept = retention.apply(local, local_wh, detail_days=30, today=later)
+    s3_kept = retention.apply(Lake.at(url), s3_wh, detail_days=30, today=later)
+    local_kept = retention.apply(Lake.at(local), local_wh, detail_days=30, today=later)
     assert s3_kept.files_dropped == local_kept.files_dropped > 0
     assert s3_kept.rows_retained == local_kept.rows_retained > 0
     assert _layout(url) == _layout(local)
-    assert warehouse.update(url, s3_wh).mode == "incremental"
-    warehouse.build(url, rebuilt)
+    assert warehouse.update(Lake.at(url), s3_wh).mode == "incremental"
+    warehouse.build(Lake.at(url), rebuilt)
     _same(_marts(rebuilt), _marts(s3_wh))
 
     # No credential in any object of the lake (logs included) nor in the warehouses.
     secrets = [os.environ["AWS_SECRET_ACCESS_KEY"], os.environ["AWS_ACCESS_KEY_ID"]]
     fs = lakefs.filesystem()
-    keys = fs.find(str(lakefs.lake_root(url)))
+    keys = fs.find(str(Lake.at(url)))
     assert len(keys) > 5 and any("/_delta_log/" in k for k in keys)
     for key in keys:
         blob = fs.cat_file(key)
@@ -199,14 +200,14 @@ def test_an_s3_lake_gives_the_warehouse_a_local_lake_gives(measured_runs, s3_lak
 
 def test_an_s3_landing_never_lands_a_run_twice(s3_lake):
     url = s3_lake("twice")
-    run_id = lake.new_run_id()
+    run_id = delta.new_run_id()
     first = to_table("runs", [{"profile": "first", "status": "ok"}])
     second = to_table("runs", [{"profile": "second", "status": "ok"}])
-    lake.write(url, "runs", ENV, run_id, first)
-    assert lake.table_uri(url, "runs") == url + "/runs"
-    with pytest.raises(lake.LakeConflict):
-        lake.write(url, "runs", ENV, run_id, second)
-    assert lake.read(url, "runs")["profile"].to_pylist() == ["first"]
+    delta.write(Lake.at(url), "runs", ENV, run_id, first)
+    assert Lake.at(url).path("runs") == url + "/runs"
+    with pytest.raises(delta.LakeConflict):
+        delta.write(Lake.at(url), "runs", ENV, run_id, second)
+    assert delta.read(Lake.at(url), "runs")["profile"].to_pylist() == ["first"]
 
 
 def test_two_processes_appending_to_one_s3_table_both_land(s3_lake):
@@ -215,12 +216,12 @@ def test_two_processes_appending_to_one_s3_table_both_land(s3_lake):
     url = s3_lake("appenders")
     procs = _appenders(url, ["a", "b"], 6)
     assert [p.wait(180) for p in procs] == [0, 0]
-    data = lake.read(url, "steps")
+    data = delta.read(Lake.at(url), "steps")
     counts = {env: data["env"].to_pylist().count(env) for env in ("a", "b")}
     assert counts == {"a": 6 * 3, "b": 6 * 3}
     assert len(set(data["run_id"].to_pylist())) == 12
     # Each commit is its own version: none was overwritten by the other writer's.
-    assert lake.open_table(url, "steps").version() == 11
+    assert Lake.at(url).table("steps").version() == 11
 
 
 def test_a_bad_s3_lake_is_one_line_naming_it_without_secrets(s3_lake, monkeypatch):
@@ -238,7 +239,9 @@ def test_a_bad_s3_lake_is_one_line_naming_it_without_secrets(s3_lake, monkeypatc
             check_writable({"lake": f"s3://{s3_lake.bucket}/lake"})
         # delta-rs's own object store: the same kind of line.
         with pytest.raises(lakefs.StorageError) as landing:
-            lake.write(f"s3://{s3_lake.bucket}/lake", "runs", ENV, lake.new_run_id(), _runs_row())
+            delta.write(
+                Lake.at(f"s3://{s3_lake.bucket}/lake"), "runs", ENV, delta.new_run_id(), _runs_row()
+            )
     assert "the storage endpoint cannot be reached" in str(landing.value)
     assert endpoint not in str(landing.value) and "127.0.0.1" not in str(landing.value)
     line = str(unreachable.value)
@@ -272,31 +275,36 @@ class socket_closed:
 
 
 def test_s3_lake_urls_and_paths():
-    root = lakefs.lake_root("s3://bucket/some/prefix/")
-    assert isinstance(root, lakefs.ObjectPath) and str(root) == "s3://bucket/some/prefix"
+    root = Lake.at("s3://bucket/some/prefix/")
+    assert root.remote and str(root) == "s3://bucket/some/prefix"
     # What pathlib makes of the URL (Path("s3://b/p") is "s3:/b/p") names the same lake.
-    assert lakefs.lake_root(Path("s3://bucket/some/prefix")) == root
-    assert isinstance(lakefs.lake_root("lake"), Path) and not lakefs.is_remote("./lake")
-    assert lake.table_uri(root, "runs") == "s3://bucket/some/prefix/runs"
-    assert lakefs.storage_options(root)["conditional_put"] == "etag"
-    assert lakefs.storage_options(lakefs.lake_root("lake")) is None
+    assert Lake.at(Path("s3://bucket/some/prefix")) == root
+    assert Lake.at(root) is root  # made once: a Lake passed down is never re-made
+    local = Lake.at("lake")
+    assert not local.remote and local.folder == Path("lake").resolve()
+    assert not lakefs.is_remote("./lake") and lakefs.is_remote(root.path("runs"))
+    assert root.path("runs", "env=a") == "s3://bucket/some/prefix/runs/env=a"
+    assert root.storage_options["conditional_put"] == "etag"
+    assert local.storage_options is None
     with pytest.raises(ValueError, match="credentials in an s3:// URL are refused") as refused:
-        lakefs.lake_root("s3://AKIAEXAMPLE:very-secret@bucket/lake")
+        Lake.at("s3://AKIAEXAMPLE:very-secret@bucket/lake")
     assert "very-secret" not in str(refused.value)
+    with pytest.raises(ValueError, match="has no local folder"):
+        _ = root.folder
 
 
 def test_one_machine_compacts_an_s3_lake_at_a_time(s3_lake):
     url = s3_lake("lock")
-    with compaction.lake_lock(url) as held:
+    with compaction.lake_lock(Lake.at(url)) as held:
         assert held
-        assert compaction.compact(url).skipped == compaction.LAKE_BUSY
-    assert compaction.compact(url).skipped is None
+        assert compaction.compact(Lake.at(url)).skipped == compaction.LAKE_BUSY
+    assert compaction.compact(Lake.at(url)).skipped is None
 
 
 def test_storage_errors_name_the_lake_path_not_the_endpoint():
     from botocore.exceptions import EndpointConnectionError
 
-    path = lakefs.lake_root("s3://bucket/lake") / "runs"
+    path = Lake.at("s3://bucket/lake").path("runs")
     with pytest.raises(lakefs.StorageError) as failed, lakefs.storage_errors("upload", path):
         raise EndpointConnectionError(endpoint_url="http://10.1.2.3:9000/bucket/lake/runs")
     assert str(failed.value) == (
@@ -307,7 +315,8 @@ def test_storage_errors_name_the_lake_path_not_the_endpoint():
 COMPACTOR = """
 import sys
 from yardstick.storage import compaction
-print(compaction.compact(sys.argv[1]).summary(), flush=True)
+from yardstick.storage.lakefs import Lake
+print(compaction.compact(Lake.at(sys.argv[1])).summary(), flush=True)
 """
 
 
@@ -316,10 +325,12 @@ def test_two_machines_compacting_one_s3_lake_never_double_a_row(s3_lake, tmp_pat
     start = datetime(2026, 10, 28, 2, 0, tzinfo=UTC)
     landed = []
     for i in range(6):
-        run_id = lake.new_run_id(start + timedelta(minutes=5 * i))
+        run_id = delta.new_run_id(start + timedelta(minutes=5 * i))
         steps = [{"family": "counters", "status": "ok", "started_at": start}]
-        lake.write(url, "steps", ENV, run_id, to_table("steps", steps))
-        lake.write(url, "runs", ENV, run_id, to_table("runs", [{"profile": "c", "status": "ok"}]))
+        delta.write(Lake.at(url), "steps", ENV, run_id, to_table("steps", steps))
+        delta.write(
+            Lake.at(url), "runs", ENV, run_id, to_table("runs", [{"profile": "c", "status": "ok"}])
+        )
         landed.append(run_id)
     # Two machines: each its own lock folder, so the lake lock keeps neither from compacting.
     procs = [
@@ -334,6 +345,6 @@ def test_two_machines_compacting_one_s3_lake_never_double_a_row(s3_lake, tmp_pat
     outputs = [p.communicate(timeout=180)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     for table in ("runs", "steps"):
-        files = lake.data_files(url, table)
+        files = delta.data_files(Lake.at(url), table)
         assert len(files) == 1, (table, outputs)
-        assert sorted(lake.read(url, table)["run_id"].to_pylist()) == landed
+        assert sorted(delta.read(Lake.at(url), table)["run_id"].to_pylist()) == landed

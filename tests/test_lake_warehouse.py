@@ -15,7 +15,8 @@ from conftest import open_warehouse
 from yardstick.host.embedded import RedisProcess
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import RoundTripProfile
-from yardstick.storage import dbt, lake, warehouse
+from yardstick.storage import dbt, delta, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import SCHEMA_VERSION, TABLES, to_table
 from yardstick.tasks.fingerprint import fingerprint
 from yardstick.tasks.round_trip import round_trip
@@ -33,7 +34,7 @@ def _land_run(lake_dir: Path, env: Environment) -> str:
     ]
     for result in measured:
         for table, data in result.tables.items():
-            lake.write(lake_dir, table, env.name, run.run_id, data)
+            delta.write(Lake.at(lake_dir), table, env.name, run.run_id, data)
     lakes.steps(run, ["fingerprint", "round_trip"], finished_at=run.at, duration_s=0.5)
     lakes.runs_row(
         run, profile="test", url=env.url_redacted, host_group="localhost", tool_version="test"
@@ -70,12 +71,12 @@ def _files(directory: Path) -> list[str]:
 
 
 def test_two_rebuilds_from_the_same_lake_give_identical_figures(lake_copy, tmp_path):
-    first = _figures(warehouse.build(lake_copy, tmp_path / "one.duckdb"))
-    second = _figures(warehouse.build(lake_copy, tmp_path / "two.duckdb"))
+    first = _figures(warehouse.build(Lake.at(lake_copy), tmp_path / "one.duckdb"))
+    second = _figures(warehouse.build(Lake.at(lake_copy), tmp_path / "two.duckdb"))
     assert len(first) >= 2 * 8  # two runs, every round-trip figure
     assert first == second
     # Rebuilding in place gives the same again, and leaves only the warehouse behind.
-    third = _figures(warehouse.build(lake_copy, tmp_path / "one.duckdb"))
+    third = _figures(warehouse.build(Lake.at(lake_copy), tmp_path / "one.duckdb"))
     assert third == first
     assert _files(tmp_path) == ["lake", "one.duckdb", "two.duckdb"]
 
@@ -92,7 +93,7 @@ def test_every_lake_table_is_a_delta_table_partitioned_by_env_and_period(measure
         assert data.column_names[:2] == ["run_id", "schema_version"]
         assert set(data["schema_version"].to_pylist()) == {SCHEMA_VERSION}
         assert set(data["env"].to_pylist()) == {ENV}
-        assert {lake.run_period(r) for r in data["run_id"].to_pylist()} == set(
+        assert {delta.run_period(r) for r in data["run_id"].to_pylist()} == set(
             data["period"].to_pylist()
         )
         # The log stays small: checkpoints, not a commit per row.
@@ -115,7 +116,7 @@ def _old_runs_table(lake_dir: Path, run_id: str, columns: list, values: dict) ->
                 "schema_version": 0,
                 **row,
                 "env": "legacy",
-                "period": lake.run_period(run_id),
+                "period": delta.run_period(run_id),
             }
         ],
         schema=schema,
@@ -141,10 +142,10 @@ def test_an_older_table_lacking_a_column_loads_with_that_column_null(tmp_path, m
         "prober_on_host": True,
     }
     _old_runs_table(lake_dir, old_run, columns, values)
-    for table in lake.tables_present(measured_lake):
-        lake.append(lake_dir, table, lake.read(measured_lake, table), "copy")
+    for table in delta.tables_present(Lake.at(measured_lake)):
+        delta.append(Lake.at(lake_dir), table, delta.read(Lake.at(measured_lake), table), "copy")
 
-    con = open_warehouse(warehouse.build(lake_dir, tmp_path / "w.duckdb"))
+    con = open_warehouse(warehouse.build(Lake.at(lake_dir), tmp_path / "w.duckdb"))
     rows = con.execute(
         "select env, run_id, schema_version, status, duration_s, host_group, tool_version"
         " from runs order by started_at"
@@ -162,7 +163,7 @@ def test_a_lake_of_only_old_rows_still_builds(tmp_path):
     _old_runs_table(
         tmp_path / "lake", old_run, columns, {"status": "failed", "error": "ConnectionError"}
     )
-    con = open_warehouse(warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb"))
+    con = open_warehouse(warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb"))
     assert con.execute("select env, status, profile, mode from runs").fetchall() == [
         ("legacy", "failed", None, None)
     ]
@@ -174,26 +175,27 @@ def _steps_table(family: str = "x") -> pa.Table:
 
 
 def test_the_lake_never_lands_a_run_twice(tmp_path):
-    run_id = lake.new_run_id()
-    lake.write(tmp_path, "steps", "e", run_id, _steps_table("first"))
-    with pytest.raises(lake.LakeConflict, match="never overwrites"):
-        lake.write(tmp_path, "steps", "e", run_id, _steps_table("second"))
-    assert lake.read(tmp_path, "steps")["family"].to_pylist() == ["first"]
+    run_id = delta.new_run_id()
+    delta.write(Lake.at(tmp_path), "steps", "e", run_id, _steps_table("first"))
+    with pytest.raises(delta.LakeConflict, match="never overwrites"):
+        delta.write(Lake.at(tmp_path), "steps", "e", run_id, _steps_table("second"))
+    assert delta.read(Lake.at(tmp_path), "steps")["family"].to_pylist() == ["first"]
     # Another environment or another run lands beside it.
-    lake.write(tmp_path, "steps", "f", run_id, _steps_table())
-    lake.write(tmp_path, "steps", "e", lake.new_run_id(), _steps_table())
-    assert lake.read(tmp_path, "steps").num_rows == 3
+    delta.write(Lake.at(tmp_path), "steps", "f", run_id, _steps_table())
+    delta.write(Lake.at(tmp_path), "steps", "e", delta.new_run_id(), _steps_table())
+    assert delta.read(Lake.at(tmp_path), "steps").num_rows == 3
 
 
 APPENDER = """
 import sys
-from yardstick.storage import lake
+from yardstick.storage import delta
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import to_table
 lake_dir, env, n, rows = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 steps = to_table("steps", [{"family": f"f{i}", "status": "ok"} for i in range(rows)])
 print("ready", flush=True)
 for _ in range(n):
-    lake.write(lake_dir, "steps", env, lake.new_run_id(), steps)
+    delta.write(Lake.at(lake_dir), "steps", env, delta.new_run_id(), steps)
 """
 
 
@@ -215,7 +217,7 @@ def test_two_processes_appending_to_one_table_both_land(tmp_path):
     lake_dir = str(tmp_path / "lake")
     procs = _appenders(lake_dir, ["a", "b"], 8)
     assert [p.wait(120) for p in procs] == [0, 0]
-    data = lake.read(lake_dir, "steps")
+    data = delta.read(Lake.at(lake_dir), "steps")
     counts = {env: data["env"].to_pylist().count(env) for env in ("a", "b")}
     assert counts == {"a": 8 * 3, "b": 8 * 3}
     assert len(set(data["run_id"].to_pylist())) == 16
@@ -228,7 +230,7 @@ def test_a_writer_killed_at_any_instant_lands_whole_commits_only(tmp_path):
     import time
 
     lake_dir = str(tmp_path / "lake")
-    lake.write(lake_dir, "steps", "a", lake.new_run_id(), _steps_table())
+    delta.write(Lake.at(lake_dir), "steps", "a", delta.new_run_id(), _steps_table())
     rng = random.Random(5)
     for _ in range(3):
         (proc,) = _appenders(lake_dir, ["a"], 1000, rows=50)
@@ -236,31 +238,37 @@ def test_a_writer_killed_at_any_instant_lands_whole_commits_only(tmp_path):
         time.sleep(rng.uniform(0.05, 0.4))
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-    data = lake.read(lake_dir, "steps")
+    data = delta.read(Lake.at(lake_dir), "steps")
     runs = data["run_id"].to_pylist()
     # Every run landed whole (50 rows) or not at all; the first one's single row is there.
     assert sorted({runs.count(r) for r in set(runs)}) in ([1, 50], [1])
-    assert lake.read(lake_dir, "steps").num_rows == data.num_rows  # readable again
+    assert delta.read(Lake.at(lake_dir), "steps").num_rows == data.num_rows  # readable again
 
 
 def test_columns_are_matched_by_name_and_unknown_or_missing_ones_refused(tmp_path):
     data = _steps_table()
     reordered = data.select(list(reversed(data.column_names)))
-    lake.write(tmp_path, "steps", "e", lake.new_run_id(), reordered)
-    assert lake.read(tmp_path, "steps").column("family").to_pylist() == ["x"]
+    delta.write(Lake.at(tmp_path), "steps", "e", delta.new_run_id(), reordered)
+    assert delta.read(Lake.at(tmp_path), "steps").column("family").to_pylist() == ["x"]
     with pytest.raises(ValueError, match="unknown columns \\['bogus'\\]"):
-        lake.write(
-            tmp_path, "steps", "e", lake.new_run_id(), data.append_column("bogus", pa.array([1]))
+        delta.write(
+            Lake.at(tmp_path),
+            "steps",
+            "e",
+            delta.new_run_id(),
+            data.append_column("bogus", pa.array([1])),
         )
     with pytest.raises(ValueError, match="missing columns \\['reason'\\]"):
-        lake.write(tmp_path, "steps", "e", lake.new_run_id(), data.drop_columns(["reason"]))
+        delta.write(
+            Lake.at(tmp_path), "steps", "e", delta.new_run_id(), data.drop_columns(["reason"])
+        )
 
 
 def test_a_file_outside_the_log_is_never_read(lake_copy, tmp_path):
     # A data file a killed writer left before its commit: in the folder, not in the table.
     partition = next(lake_copy.glob("ping_windows/env=*/period=*"))
     (partition / "part-00000-orphan-c000.snappy.parquet").write_bytes(b"half a file")
-    assert _figures(warehouse.build(lake_copy, tmp_path / "w.duckdb"))
+    assert _figures(warehouse.build(Lake.at(lake_copy), tmp_path / "w.duckdb"))
 
 
 def test_reading_a_table_with_deltalake_alone_gives_the_rows_the_warehouse_loaded(
@@ -269,7 +277,7 @@ def test_reading_a_table_with_deltalake_alone_gives_the_rows_the_warehouse_loade
     import subprocess
     import sys
 
-    target = warehouse.build(lake_copy, tmp_path / "w.duckdb")
+    target = warehouse.build(Lake.at(lake_copy), tmp_path / "w.duckdb")
     # Another process that never imports yardstick: the README's one line.
     script = (
         "import sys, deltalake; t = deltalake.DeltaTable(sys.argv[1]).to_pyarrow_table(); "
@@ -296,28 +304,29 @@ def test_reading_a_table_with_deltalake_alone_gives_the_rows_the_warehouse_loade
 def test_a_failing_build_leaves_the_previous_warehouse_intact(
     lake_copy, tmp_path, tmp_path_factory, monkeypatch
 ):
-    target = warehouse.build(lake_copy, tmp_path / "w.duckdb")
+    target = warehouse.build(Lake.at(lake_copy), tmp_path / "w.duckdb")
     before, figures = target.read_bytes(), _figures(target)
 
     # 1. A corrupt data file of a complete run (its `runs` row landed): loading fails.
     bad_run = "20261129T000000Z-badbad"
-    lake.write(lake_copy, "runs", ENV, bad_run, to_table("runs", [{"status": "ok"}]))
-    (bad,) = [f.path for f in lake.data_files(lake_copy, "runs") if f.min_run == bad_run]
+    delta.write(Lake.at(lake_copy), "runs", ENV, bad_run, to_table("runs", [{"status": "ok"}]))
+    (bad,) = [f.path for f in delta.data_files(Lake.at(lake_copy), "runs") if f.min_run == bad_run]
+    bad = Path(bad)
     good = bad.read_bytes()
     bad.write_bytes(b"this is not parquet")
     with pytest.raises((duckdb.Error, OSError, pa.ArrowException)):
-        warehouse.build(lake_copy, target)
+        warehouse.build(Lake.at(lake_copy), target)
     assert target.read_bytes() == before
     assert _files(tmp_path) == ["lake", "w.duckdb"]
     bad.write_bytes(good)
-    lake.open_table(lake_copy, "runs").delete(f"run_id = '{bad_run}'")
+    Lake.at(lake_copy).table("runs").delete(f"run_id = '{bad_run}'")
 
     # 2. A SQL model that fails after every raw table was loaded (in a copy of the project).
     project = Path(shutil.copytree(dbt.project_dir(), tmp_path_factory.mktemp("sql") / "sql"))
     (project / "models" / "marts" / "broken.sql").write_text("select * from nowhere")
     monkeypatch.setattr(dbt, "project_dir", lambda: project)
     with pytest.raises(dbt.ModelError, match="model broken"):
-        warehouse.build(lake_copy, target)
+        warehouse.build(Lake.at(lake_copy), target)
     assert target.read_bytes() == before
     assert _files(tmp_path) == ["lake", "w.duckdb"]
     assert _figures(target) == figures

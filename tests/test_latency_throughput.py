@@ -19,7 +19,8 @@ from yardstick.host.forwarder import Forwarder
 from yardstick.host.tools import find_tool
 from yardstick.settings.config import ConfigError, Environment
 from yardstick.settings.profiles import RoundTripProfile, ThroughputProfile, TransportProfile
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.intrinsic import parse_intrinsic
 from yardstick.tasks.memtier import DuplicateKey, parse_memtier_json
@@ -40,11 +41,11 @@ def scratch(server, name: str = "s", **extra) -> Environment:
 def figures_of(tmp_path: Path, env: str, tables: dict[str, pa.Table]) -> duckdb.DuckDBPyConnection:
     """Land tables for one run (and its `runs` row: the warehouse loads complete runs only),
     build the warehouse, and open it."""
-    run_id = lake.new_run_id()
+    run_id = delta.new_run_id()
     tables = {"runs": to_table("runs", [{"profile": "test", "status": "ok"}]), **tables}
     for table, data in tables.items():
-        lake.write(tmp_path / "lake", table, env, run_id, data)
-    warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
+        delta.write(Lake.at(tmp_path / "lake"), table, env, run_id, data)
+    warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb")
     return open_warehouse(tmp_path / "w.duckdb")
 
 

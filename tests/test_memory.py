@@ -13,7 +13,8 @@ from conftest import open_warehouse
 from yardstick.flows.plan import FAMILIES, check_families
 from yardstick.settings.config import ConfigError, Environment
 from yardstick.settings.profiles import MemoryProfile, MemoryShape
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import utc_now
 from yardstick.tasks.memory import (
@@ -49,9 +50,9 @@ def used_memory(client: redis.Redis) -> int:
 
 def figures_of(tmp_path, measured) -> duckdb.DuckDBPyConnection:
     """Land the family's tables and a run row, build the warehouse, open it."""
-    run_id = lake.new_run_id()
+    run_id = delta.new_run_id()
     for table, data in measured.tables.items():
-        lake.write(tmp_path / "lake", table, "scratch", run_id, data)
+        delta.write(Lake.at(tmp_path / "lake"), table, "scratch", run_id, data)
     now = utc_now()
     run = {
         "profile": "test",
@@ -61,8 +62,8 @@ def figures_of(tmp_path, measured) -> duckdb.DuckDBPyConnection:
         "status": "ok",
         "mode": "scratch",
     }
-    lake.write(tmp_path / "lake", "runs", "scratch", run_id, to_table("runs", [run]))
-    warehouse.build(tmp_path / "lake", tmp_path / "wh.duckdb")
+    delta.write(Lake.at(tmp_path / "lake"), "runs", "scratch", run_id, to_table("runs", [run]))
+    warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "wh.duckdb")
     return open_warehouse(tmp_path / "wh.duckdb")
 
 

@@ -14,7 +14,8 @@ from yardstick.flows.measure import measure_environment
 from yardstick.flows.nightly import render, update_warehouse
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import PROFILES
-from yardstick.storage import lake
+from yardstick.storage import delta
+from yardstick.storage.lakefs import Lake
 
 pytestmark = pytest.mark.e2e
 
@@ -24,14 +25,14 @@ FAMILIES = ["fingerprint", "memory", "keyspace"]
 @flow(name="memory-test")
 def memory_flow(envs: list[Environment], lake_dir: str, warehouse_path: str, out_dir: str):
     """Measure the memory families on each environment, then build and render."""
-    run_id = lake.new_run_id()
+    run_id = delta.new_run_id()
     outcomes = [
         measure_environment(
-            env, quote(PROFILES["quick"]), run_id, lake_dir, "localhost", families=FAMILIES
+            env, quote(PROFILES["quick"]), run_id, Lake.at(lake_dir), "localhost", families=FAMILIES
         )
         for env in envs
     ]
-    update_warehouse(lake_dir, warehouse_path)
+    update_warehouse(Lake.at(lake_dir), warehouse_path)
     render(warehouse_path, out_dir, run_id)
     return run_id, outcomes
 

@@ -14,7 +14,8 @@ import pytest
 from conftest import YARDSTICK, finish, run_paths, start_yardstick, write_config
 
 from yardstick import engine
-from yardstick.storage import lake
+from yardstick.storage import delta
+from yardstick.storage.lakefs import Lake
 
 pytestmark = [pytest.mark.e2e, pytest.mark.server_agnostic]
 
@@ -81,7 +82,10 @@ def test_run_and_collect_without_an_api_start_no_prefect_server(redis_server, tm
     assert not seen, f"Prefect servers started: {seen}"
     assert not list((tmp_path / "state").rglob("*.db")), "a Prefect database was created"
     # The same flow code measured and landed: both runs are complete in the lake.
-    assert len([r for env, r in lake.complete_runs(tmp_path / "lake") if env == "plain"]) >= 1
+    assert (
+        len([r for env, r in delta.complete_runs(Lake.at(tmp_path / "lake")) if env == "plain"])
+        >= 1
+    )
     assert (tmp_path / "out" / "plain.md").is_file()
     # --verbose prints each step as the terminal's lines read it.
     assert "Step round-trip[plain]: completed" in ran.stderr, ran.stderr

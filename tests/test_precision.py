@@ -26,7 +26,8 @@ from yardstick.host.embedded import RedisProcess
 from yardstick.host.forwarder import Forwarder
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import PROFILES, TransportProfile
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.tasks import fingerprint, keyspace
 from yardstick.tasks.base import RunContext, utc_now
 
@@ -40,7 +41,7 @@ HOG = "import time; end = time.time() + 8\nwhile time.time() < end: pass"
 def _hogged_run(env: Environment, lake_dir: Path) -> dict:
     """The fingerprint family run, landed with its run row, while more busy processes than
     cores spin (bounded: each ends by itself, and is killed once the family is done)."""
-    profile, run_id = PROFILES["quick"], lake.new_run_id()
+    profile, run_id = PROFILES["quick"], delta.new_run_id()
     # Started through a shell that exits at once: the hogs are not in the prober's own
     # process tree, whose threads (the measurement's own load) are not counted.
     hog = f"{sys.executable} -c '{HOG}' >/dev/null 2>&1 &"
@@ -51,13 +52,13 @@ def _hogged_run(env: Environment, lake_dir: Path) -> dict:
         time.sleep(1.0)  # every hog is running before the family starts
         started_at, start = utc_now(), time.perf_counter()
         step = run_family(
-            fingerprint.FAMILY, env, profile, RunContext(), run_id, str(lake_dir), None
+            fingerprint.FAMILY, env, profile, RunContext(), run_id, Lake.at(str(lake_dir)), None
         )
     finally:
         for pid in hogs:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    record_run(env, profile, run_id, str(lake_dir), "h", started_at, start, [step])
+    record_run(env, profile, run_id, Lake.at(str(lake_dir)), "h", started_at, start, [step])
     return step
 
 
@@ -186,8 +187,8 @@ def built(prefect_server, tmp_path_factory) -> Iterator[duckdb.DuckDBPyConnectio
     run = lakes.new_run(lake_dir, "empty", AT)
     lakes.runs_row(run)
     for table, data in measured.tables.items():
-        lake.write(lake_dir, table, "empty", run.run_id, data)
-    warehouse.build(lake_dir, root / "w.duckdb")
+        delta.write(Lake.at(lake_dir), table, "empty", run.run_id, data)
+    warehouse.build(Lake.at(lake_dir), root / "w.duckdb")
     con = open_warehouse(root / "w.duckdb")
     yield con
     con.close()
@@ -303,7 +304,13 @@ def test_a_transport_round_whose_benchmark_is_killed_makes_the_step_partial(
         )
         context = RunContext(peers={"direct": direct})
         step = run_family(
-            transport.FAMILY, fwd, profile, context, lake.new_run_id(), str(tmp_path), None
+            transport.FAMILY,
+            fwd,
+            profile,
+            context,
+            delta.new_run_id(),
+            Lake.at(str(tmp_path)),
+            None,
         )
     assert step["status"] == "partial", step
     assert step["reason"].startswith("1 of 2 rounds; dropped 1 (round 2): direct: "), step

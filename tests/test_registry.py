@@ -12,6 +12,7 @@ from yardstick import tasks
 from yardstick.flows.collect import COLLECT_FAMILIES, COLLECT_TABLES
 from yardstick.flows.plan import FAMILIES, PHASES
 from yardstick.settings.profiles import PROFILES, Profile
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import DETAIL_FAMILIES, TABLES
 from yardstick.tasks.base import Family
 from yardstick.tasks.registry import families
@@ -114,7 +115,9 @@ def test_a_hanging_family_fails_at_its_timeout_and_the_next_one_runs(tmp_path):
     )
     start = time.monotonic()
     steps = [
-        run_family(f, env, PROFILES["quick"], RunContext(), "r1", str(tmp_path), None, plain=True)
+        run_family(
+            f, env, PROFILES["quick"], RunContext(), "r1", Lake.at(str(tmp_path)), None, plain=True
+        )
         for f in declared
     ]
     assert time.monotonic() - start < 30

@@ -15,7 +15,8 @@ from lakes import new_run, runs_row, steps
 
 from yardstick.flows.landing import land_tool_cost
 from yardstick.host import selfcost
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 
 
 def _burn(seconds: float) -> None:
@@ -149,14 +150,14 @@ def test_rows_land_once_under_their_environment_and_the_carrier(tmp_path):
             pass
         with meter.landing("b"):
             pass
-    run_id = lake.new_run_id()
-    assert land_tool_cost(meter, str(tmp_path), run_id, carrier="a") == 4
-    assert land_tool_cost(meter, str(tmp_path), run_id, carrier="a") == 0  # never twice
+    run_id = delta.new_run_id()
+    assert land_tool_cost(meter, Lake.at(str(tmp_path)), run_id, carrier="a") == 4
+    assert land_tool_cost(meter, Lake.at(str(tmp_path)), run_id, carrier="a") == 0  # never twice
     with meter.phase("warehouse"):
         pass
     meter.finish()
-    assert land_tool_cost(meter, str(tmp_path), run_id, "a", selfcost.LATE_PHASES) == 2
-    landed = lake.read(tmp_path, "tool_cost").to_pylist()
+    assert land_tool_cost(meter, Lake.at(str(tmp_path)), run_id, "a", selfcost.LATE_PHASES) == 2
+    landed = delta.read(Lake.at(tmp_path), "tool_cost").to_pylist()
     by_env = {(r["env"], r["phase"], r["run_wide"]) for r in landed}
     assert by_env == {
         ("a", "start", True),
@@ -167,7 +168,7 @@ def test_rows_land_once_under_their_environment_and_the_carrier(tmp_path):
         ("a", "total", True),
     }
     # Two commits: the run's rows, then its late phases.
-    assert len(lake.open_table(tmp_path, "tool_cost").history()) == 2
+    assert len(Lake.at(tmp_path).table("tool_cost").history()) == 2
 
 
 def _cost_row(phase: str, cpu_s: float, at: datetime, **fields) -> dict:
@@ -195,7 +196,7 @@ def _cost_row(phase: str, cpu_s: float, at: datetime, **fields) -> dict:
 
 def _land_run(lake_dir, at: datetime) -> str:
     """Two environments of one run by one process: a (the carrier) and b."""
-    run_id = lake.new_run_id(at)
+    run_id = delta.new_run_id(at)
     for env in ("a", "b"):
         run = new_run(lake_dir, env, at, run_id)
         steps(run, ["round_trip"], window_s=5.0)
@@ -212,7 +213,7 @@ def test_the_marts_keep_the_cost_and_the_report_views_show_it_per_environment(tm
     at = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
     lake_dir, path = tmp_path / "lake", tmp_path / "w.duckdb"
     run_id = _land_run(lake_dir, at)
-    warehouse.update(lake_dir, path)
+    warehouse.update(Lake.at(lake_dir), path)
     con = warehouse.connect_read_only(path)
     try:
         marts = con.execute(
@@ -248,10 +249,10 @@ def test_a_full_rebuild_has_the_late_phases_of_a_loaded_run(tmp_path):
     at = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
     lake_dir, path = tmp_path / "lake", tmp_path / "w.duckdb"
     run_id = _land_run(lake_dir, at)
-    warehouse.update(lake_dir, path)
+    warehouse.update(Lake.at(lake_dir), path)
     late = [_cost_row("warehouse", 3.0, at), _cost_row("rendering", 0.5, at)]
     new_run(lake_dir, "a", at, run_id).write("tool_cost", late)
-    warehouse.update(lake_dir, path, full=True)
+    warehouse.update(Lake.at(lake_dir), path, full=True)
     con = warehouse.connect_read_only(path)
     try:
         phases = {r[0] for r in con.execute("select phase from marts.tool_cost").fetchall()}
@@ -264,14 +265,14 @@ def test_the_next_update_loads_the_late_phases_of_a_loaded_run(tmp_path):
     at = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
     lake_dir, path = tmp_path / "lake", tmp_path / "w.duckdb"
     run_id = _land_run(lake_dir, at)
-    warehouse.update(lake_dir, path)
+    warehouse.update(Lake.at(lake_dir), path)
     late = [_cost_row("warehouse", 3.0, at), _cost_row("rendering", 0.5, at)]
     new_run(lake_dir, "a", at, run_id).write("tool_cost", late)
     # An update with no new run leaves them for the next one that loads runs.
-    assert warehouse.update(lake_dir, path).mode == "up-to-date"
+    assert warehouse.update(Lake.at(lake_dir), path).mode == "up-to-date"
     # The next run lands, then updates.
     _land_run(lake_dir, at + timedelta(days=1))
-    warehouse.update(lake_dir, path)
+    warehouse.update(Lake.at(lake_dir), path)
     con = warehouse.connect_read_only(path)
     try:
         rows = con.execute(
@@ -305,7 +306,7 @@ def test_a_real_run_lands_its_cost_and_reports_it(redis_server, tmp_path):
     args = ["--config", str(config), *run_paths(tmp_path)]
     done = finish(start_yardstick(tmp_path, "run", "--profile", "quick", *args), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = lake.read(tmp_path / "lake", "tool_cost").to_pylist()
+    rows = delta.read(Lake.at(tmp_path / "lake"), "tool_cost").to_pylist()
     nightly_run = rows[0]["run_id"]
     run_wide = {r["phase"]: r for r in rows if r["run_wide"]}
     assert set(run_wide) == {"start", "measure", "landing", "warehouse", "rendering", "total"}
@@ -337,7 +338,7 @@ def test_a_real_run_lands_its_cost_and_reports_it(redis_server, tmp_path):
     lake_args = ["--lake", str(tmp_path / "lake"), "--state-dir", str(tmp_path / "state")]
     done = finish(start_yardstick(tmp_path, "collect", "--config", str(config), *lake_args))
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = lake.read(tmp_path / "lake", "tool_cost").to_pylist()
+    rows = delta.read(Lake.at(tmp_path / "lake"), "tool_cost").to_pylist()
     collected = [r for r in rows if r["run_id"] != nightly_run]
     # One row per phase and family for the whole collection, none per environment.
     assert collected and all(r["run_wide"] for r in collected)

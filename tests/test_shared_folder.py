@@ -13,7 +13,8 @@ import lakes
 import pytest
 from conftest import finish, start_yardstick, write_config
 
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 
 # Two runs of one folder: the server kind changes nothing.
 pytestmark = [pytest.mark.e2e, pytest.mark.server_agnostic]
@@ -50,7 +51,7 @@ def test_two_runs_in_one_folder_both_finish_and_both_are_kept(start_redis, tmp_p
     out = tmp_path / "reports-out"
     assert {"cron.md", "by-hand.md", "index.md", "comparison.md"} <= {p.name for p in out.iterdir()}
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no temporary file
-    landed = dict(lake.complete_runs(tmp_path / "lake"))
+    landed = dict(delta.complete_runs(Lake.at(tmp_path / "lake")))
     assert set(landed) == {"cron", "by-hand"}
     con = warehouse.connect_read_only(tmp_path / "warehouse.duckdb")
     try:
@@ -82,7 +83,7 @@ def test_an_update_waits_for_a_reader_of_another_process_and_says_whom(tmp_path)
     lake_dir, path = tmp_path / "lake", tmp_path / "warehouse.duckdb"
     start = datetime(2026, 11, 1, 2, tzinfo=UTC)
     first = _small_lake(lake_dir, "alpha", start)
-    assert warehouse.update(lake_dir, path).mode == "full"
+    assert warehouse.update(Lake.at(lake_dir), path).mode == "full"
     # Another run renders (holds a read connection) while this one's runs arrive.
     reader = subprocess.Popen(
         [
@@ -114,7 +115,9 @@ def test_an_update_waits_for_a_reader_of_another_process_and_says_whom(tmp_path)
                 "import logging, sys\n"
                 "logging.basicConfig(level=logging.WARNING, format='%(message)s')\n"
                 "from yardstick.storage import warehouse\n"
-                "result = warehouse.update(sys.argv[1], sys.argv[2], until_run_id=sys.argv[3])\n"
+                "from yardstick.storage.lakefs import Lake\n"
+                "lake = Lake.at(sys.argv[1])\n"
+                "result = warehouse.update(lake, sys.argv[2], until_run_id=sys.argv[3])\n"
                 "print(result.mode, result.runs_added, flush=True)\n",
                 str(lake_dir),
                 str(path),

@@ -18,6 +18,7 @@ from conftest import open_warehouse
 
 from yardstick.flows.collect import COLLECT_SITE_DEPLOYMENT
 from yardstick.flows.sites import SITE_DEPLOYMENT, SITE_POOL
+from yardstick.storage.lakefs import Lake
 
 pytestmark = pytest.mark.e2e
 
@@ -99,10 +100,10 @@ def _wait_for_workers(
 
 def _collections(lake_url: str) -> dict[str, int]:
     """Collection runs landed per environment."""
-    from yardstick.storage import lake, lakefs
+    from yardstick.storage import delta, lakefs
 
     counts: dict[str, int] = {}
-    for f in lake.current_files(lake_url, ["runs"]):
+    for f in delta.current_files(Lake.at(lake_url), ["runs"]):
         rows = lakefs.read_table(f.path).to_pylist()
         counts[f.env] = counts.get(f.env, 0) + sum(r["profile"] == "collect" for r in rows)
     return counts

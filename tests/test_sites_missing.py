@@ -10,7 +10,8 @@ from yardstick.flows.announce import message, verdict_events
 from yardstick.flows.sites import SiteRun, site_outcomes, worker_command
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import Environment
-from yardstick.storage import lake, lakefs, warehouse
+from yardstick.storage import delta, lakefs, warehouse
+from yardstick.storage.lakefs import Lake
 
 WHY = (
     "no worker of work queue 'far' started its run within 900 s (is "
@@ -21,22 +22,22 @@ WHY = (
 def test_a_missing_sites_environment_says_missing_with_the_reason_everywhere(tmp_path):
     lake_dir, wh, out = str(tmp_path / "lake"), tmp_path / "w.duckdb", tmp_path / "reports"
     env = Environment(name="cache-far", url="redis://127.0.0.1:1/0", mode="read-only", site="far")
-    run_id = lake.new_run_id()
+    run_id = delta.new_run_id()
     part = SiteRun("far", [env], flow_run_id=None, state="CANCELLED", missing=WHY)
 
-    (outcome,) = site_outcomes([part], run_id, lake_dir, "quick")
+    (outcome,) = site_outcomes([part], run_id, Lake.at(lake_dir), "quick")
     assert (outcome.env, outcome.status, outcome.error) == (
         "cache-far",
         "missing",
         f"site far: {WHY}",
     )
-    (runs,) = [f for f in lake.current_files(lake_dir, ["runs"])]
+    (runs,) = [f for f in delta.current_files(Lake.at(lake_dir), ["runs"])]
     (row,) = lakefs.read_table(runs.path).to_pylist()
     # Written by this (the hub's) process, it names no process at all.
     assert row["status"] == "missing" and row["duration_s"] is None
     assert (row["prober_hostname"], row["prober_pid"], row["worker_pid"]) == (None, None, None)
 
-    warehouse.update(lake_dir, str(wh))
+    warehouse.update(Lake.at(lake_dir), str(wh))
     render_reports(wh, out, run_id, sites=[part.summary()])
     reason = f"site far: {WHY}"
     index = (out / "index.md").read_text()

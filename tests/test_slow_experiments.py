@@ -20,7 +20,8 @@ from yardstick.settings.profiles import (
     ContentionProfile,
     SlowCommandsProfile,
 )
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 
 pytestmark = pytest.mark.e2e
 
@@ -49,7 +50,9 @@ PROFILE = PROFILES["quick"].model_copy(
 @flow(name="test-slow-experiments")
 def run_families(env: Environment, run_id: str, lake_dir: str, families: list[str]):
     """The nightly flow's per-environment step, limited to the given families."""
-    return measure_environment(env, PROFILE, run_id, lake_dir, "localhost", None, families=families)
+    return measure_environment(
+        env, PROFILE, run_id, Lake.at(lake_dir), "localhost", None, families=families
+    )
 
 
 def figure(con, run_id: str, name: str, subject: str = "") -> dict:
@@ -88,7 +91,7 @@ def test_experiments_on_scratch(prefect_server, redis_server, tmp_path):
         for k in ("slowlog-log-slower-than", "slowlog-max-len", "latency-monitor-threshold")
     }
     lake_dir = str(tmp_path / "lake")
-    run_id = lake.new_run_id()
+    run_id = delta.new_run_id()
 
     outcome = run_families(env, run_id, lake_dir, SLOW_FAMILIES)
     assert outcome.status == "ok", outcome.error
@@ -98,7 +101,7 @@ def test_experiments_on_scratch(prefect_server, redis_server, tmp_path):
     assert list(client.scan_iter(match=f"{FIXTURE_PREFIX}*")) == []
     assert client.get("app:order:1") == "someone else's key"
 
-    warehouse.build(lake_dir, tmp_path / "w.duckdb")
+    warehouse.build(Lake.at(lake_dir), tmp_path / "w.duckdb")
     con = open_warehouse(tmp_path / "w.duckdb")
 
     # The victim: absent from the SLOWLOG, though it waited many times its normal round trip.

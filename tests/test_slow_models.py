@@ -9,7 +9,8 @@ import duckdb
 import pytest
 from conftest import open_warehouse
 
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import to_table
 
 T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
@@ -17,7 +18,7 @@ T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
 
 def land(lake_dir, table: str, run_id: str, rows: list[dict], env: str = "e") -> None:
     """Write hand-made rows of one table for one run."""
-    lake.write(lake_dir, table, env, run_id, to_table(table, rows))
+    delta.write(Lake.at(lake_dir), table, env, run_id, to_table(table, rows))
 
 
 def land_run(lake_dir, run_id: str, at: datetime, profile: str, env: str = "e") -> None:
@@ -88,7 +89,7 @@ def collection(
 
 def build(tmp_path) -> duckdb.DuckDBPyConnection:
     """Build the warehouse from the hand-made lake."""
-    return open_warehouse(warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb"))
+    return open_warehouse(warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb"))
 
 
 def test_interval_recommended_from_entry_rate_and_max_len(tmp_path):

@@ -17,7 +17,8 @@ from yardstick.access.connect import open_client
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import SlowlogProfile
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.counters import snapshot_counters
 from yardstick.tasks.latency_monitor import collect_latency
@@ -50,19 +51,19 @@ def collect(
 ) -> str:
     """One collection landed in the lake, as the collect flow would (or, with
     profile="nightly", as a measurement run reads the SLOWLOG); returns its run id."""
-    run_id = lake.new_run_id()
+    run_id = delta.new_run_id()
     measured = collect_slowlog(env, SlowlogProfile(keep_args=keep_args))
     for table, data in measured.tables.items():
-        lake.write(lake_dir, table, env.name, run_id, data)
+        delta.write(Lake.at(lake_dir), table, env.name, run_id, data)
     # The warehouse loads only runs whose `runs` row has landed.
     run = {"profile": profile, "started_at": datetime.now(UTC), "status": "ok"}
-    lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run]))
+    delta.write(Lake.at(lake_dir), "runs", env.name, run_id, to_table("runs", [run]))
     return run_id
 
 
 def build(tmp_path: Path) -> duckdb.DuckDBPyConnection:
     """Rebuild the warehouse from the test lake and open it."""
-    path = warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
+    path = warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb")
     return open_warehouse(path)
 
 

@@ -10,7 +10,8 @@ import pytest
 from conftest import open_warehouse
 
 from yardstick.reports.render import render_reports
-from yardstick.storage import dbt, lake, warehouse
+from yardstick.storage import dbt, delta, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import to_table
 
 pytestmark = pytest.mark.server_agnostic
@@ -22,9 +23,9 @@ def land_run(lake_dir: Path, env: str, cells: dict[str, list[tuple]], memtier: l
     """One nightly run of `env`: per test, (elapsed_s, rps) of each repetition of one
     redis-benchmark cell (c50 P1 3B: the tests of a repetition share one invocation, so the
     same wall time), and the wall time of each memtier_benchmark run."""
-    run_id = lake.new_run_id(START)
-    lake.write(
-        lake_dir,
+    run_id = delta.new_run_id(START)
+    delta.write(
+        Lake.at(lake_dir),
         "runs",
         env,
         run_id,
@@ -62,7 +63,7 @@ def land_run(lake_dir: Path, env: str, cells: dict[str, list[tuple]], memtier: l
         for test, repetitions in cells.items()
         for rep, (elapsed, rps) in enumerate(repetitions)
     ]
-    lake.write(lake_dir, "benchmark", env, run_id, to_table("benchmark", rows))
+    delta.write(Lake.at(lake_dir), "benchmark", env, run_id, to_table("benchmark", rows))
     if memtier:
         runs = [
             {
@@ -84,7 +85,7 @@ def land_run(lake_dir: Path, env: str, cells: dict[str, list[tuple]], memtier: l
             for rep, elapsed in enumerate(memtier)
             for op, ops in (("sets", 10_000.0 / elapsed), ("totals", 100_000.0 / elapsed))
         ]
-        lake.write(lake_dir, "memtier", env, run_id, to_table("memtier", runs))
+        delta.write(Lake.at(lake_dir), "memtier", env, run_id, to_table("memtier", runs))
     return run_id
 
 
@@ -113,9 +114,9 @@ def built(tmp_path_factory) -> tuple[Path, dict[str, str]]:
         },
         memtier=[2.0, 2.1, 2.2],
     )
-    path = warehouse.build(lake_dir, root / "w.duckdb")
+    path = warehouse.build(Lake.at(lake_dir), root / "w.duckdb")
     land_run(lake_dir, "two", {"SET": [(1.0, 80_000.0), (20.0, 4_000.0)]}, memtier=[2.0, 9.0])
-    assert warehouse.update(lake_dir, path).mode == "incremental"
+    assert warehouse.update(Lake.at(lake_dir), path).mode == "incremental"
     written = render_reports(path, root / "out")
     return path, {env: report.read_text() for env, report in written.items()}
 

@@ -23,7 +23,8 @@ from yardstick.host.tools import find_tool
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import Environment, TlsSettings
 from yardstick.settings.profiles import RoundTripProfile, ThroughputProfile
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import utc_now
 from yardstick.tasks.fingerprint import fingerprint
@@ -257,7 +258,7 @@ def test_verified_and_unverified_tls_measure_every_family_and_say_so(tls_server,
     verified = _env(server, "tls-ca", ca_file=pki["ca.pem"], server_name="redis.test")
     # No CA at all and a name the certificate does not hold: only verify: false accepts it.
     unverified = _env(server, "tls-noverify", server_name="elsewhere.test", verify=False)
-    run_id = lake.new_run_id()
+    run_id = delta.new_run_id()
     for env in (verified, unverified):
         now = utc_now()
         tables = {
@@ -287,12 +288,12 @@ def test_verified_and_unverified_tls_measure_every_family_and_say_so(tls_server,
         assert all(r["rps"] > 0 for r in bench)
         tables["benchmark"] = to_table("benchmark", bench)
         for table, data in tables.items():
-            lake.write(tmp_path / "lake", table, env.name, run_id, data)
+            delta.write(Lake.at(tmp_path / "lake"), table, env.name, run_id, data)
     # The benchmark really went through TLS: the server counted its SETs.
     stats = parse_commandstats(open_client(verified, "check").info("commandstats"))
     assert next(s.calls for s in stats if s.command == "set") >= 2 * 2 * 500
 
-    warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
+    warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb")
 
     con = open_warehouse(tmp_path / "w.duckdb")
     facts = {

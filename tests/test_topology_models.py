@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from yardstick.app import cli
 from yardstick.reports.render import render_reports
-from yardstick.storage import dbt, lake, warehouse
+from yardstick.storage import dbt, delta, warehouse
+from yardstick.storage.lakefs import Lake
 
 FIRST = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
 DAY_S = 86400
@@ -227,12 +228,14 @@ def built(tmp_path_factory) -> Path:
     the same round trip history, in one warehouse."""
     root = tmp_path_factory.mktemp("topology")
     rng = random.Random(20261201)
-    with lake.batch(root / "lake", "topology nights"):  # one commit per table, not per run
+    with delta.batch(
+        Lake.at(root / "lake"), "topology nights"
+    ):  # one commit per table, not per run
         for night in range(2):
             _cluster_night(root / "lake", night, rng)
         _sentinel_nights(root / "lake", "cache", rng, failover=True)
         _sentinel_nights(root / "lake", "plain", rng, failover=False)
-    return warehouse.build(root / "lake", root / "w.duckdb")
+    return warehouse.build(Lake.at(root / "lake"), root / "w.duckdb")
 
 
 def _query(path: Path, sql: str, params: list | None = None) -> list[dict]:
@@ -402,7 +405,7 @@ def test_a_lake_from_before_the_topology_family_still_builds(tmp_path):
     lakes.fingerprint(run)
     lakes.ping(run, rtt_us=50.0, rng=random.Random(1))
     assert not (tmp_path / "lake" / "topology").exists()
-    path = warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
+    path = warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb")
     assert _query(path, "select count(*) as n from topology_runs")[0]["n"] == 0
     assert _query(path, "select count(*) as n from environment_members")[0]["n"] == 0
     assert ("rtt_client_p50_us", "") in _figures(path, "old")
@@ -417,10 +420,10 @@ def test_an_update_forms_cpu_and_operations_balance_from_the_night_before(tmp_pa
     commandstats differences reach back through the state tables, as in a full build."""
     rng = random.Random(7)
     _cluster_night(tmp_path / "lake", 0, rng)
-    path = warehouse.build(tmp_path / "lake", tmp_path / "w.duckdb")
+    path = warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb")
     assert ("shard_cpu_balance", "") not in _figures(path, "shop")
     _cluster_night(tmp_path / "lake", 1, rng)
-    assert warehouse.update(tmp_path / "lake", path).mode == "incremental"
+    assert warehouse.update(Lake.at(tmp_path / "lake"), path).mode == "incremental"
     latest = _figures(path, "shop")
     assert latest[("shard_cpu_balance", "")] == pytest.approx(1.5, rel=1e-3)
     assert latest[("shard_ops_balance", "")] == pytest.approx(1.5, rel=1e-3)

@@ -13,6 +13,7 @@ import pytest
 from lakes import benchmark, cell, fingerprint, new_run, runs_row, steps
 
 from yardstick.storage import warehouse
+from yardstick.storage.lakefs import Lake
 
 # The CLI the README names: installed into the virtualenv by the test extra.
 CLI = Path(sys.executable).with_name("duckdb")
@@ -53,7 +54,7 @@ def built(tmp_path_factory) -> Path:
         runs_row(run)
         fingerprint(run)
         benchmark(run, [cell("SET", 1, 1, 50_000.0), cell("SET", 1, 16, 400_000.0)])
-    warehouse.build(root / "lake", root / "w.duckdb")
+    warehouse.build(Lake.at(root / "lake"), root / "w.duckdb")
     return root / "w.duckdb"
 
 

@@ -16,7 +16,8 @@ import test_golden_figures as golden
 from deltalake import DeltaTable
 from test_warehouse_incremental import _tables, assert_same_marts
 
-from yardstick.storage import dbt, derived, lake, warehouse
+from yardstick.storage import dbt, delta, derived, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import SCHEMA_VERSION
 
 # Synthetic runs (the golden lake's): what is tested is the warehouse, not a measurement.
@@ -29,7 +30,7 @@ DAY = [f"{FIRST_DAY + timedelta(days=n):%Y%m%d}" for n in range(NIGHTS)]
 
 def _day(run_id: str) -> int:
     """Which of the days (0, 1, 2) a run belongs to."""
-    return (lake.run_day(run_id) - FIRST_DAY.date()).days
+    return (delta.run_day(run_id) - FIRST_DAY.date()).days
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +42,13 @@ def days(tmp_path_factory):
     lake_dir, incremental = root / "lake", root / "incremental.duckdb"
     golden.land_nights(lake_dir, NIGHTS)
     per_day = [0] * NIGHTS
-    for _, run in lake.complete_runs(lake_dir):
+    for _, run in delta.complete_runs(Lake.at(lake_dir)):
         per_day[_day(run)] += 1
-    runs = sorted(run for _, run in lake.complete_runs(lake_dir))
+    runs = sorted(run for _, run in delta.complete_runs(Lake.at(lake_dir)))
     for day in range(NIGHTS):
-        warehouse.update(lake_dir, incremental, until_run_id=max(r for r in runs if _day(r) == day))
+        warehouse.update(
+            Lake.at(lake_dir), incremental, until_run_id=max(r for r in runs if _day(r) == day)
+        )
     raw = Path(shutil.copytree(lake_dir, root / "raw-lake"))
     shutil.rmtree(raw / derived.ROOT)
     return lake_dir, incremental, raw, per_day
@@ -53,12 +56,12 @@ def days(tmp_path_factory):
 
 def _complete(lake_dir: Path) -> set[tuple[str, str]]:
     """The lake's complete runs."""
-    return warehouse._survey(lake.lakefs.lake_root(lake_dir), {}, {}).candidates
+    return warehouse._survey(Lake.at(Lake.at(lake_dir)), {}, {}).candidates
 
 
 def _chain(lake_dir: Path) -> list[derived.Checkpoint]:
     return derived.chain(
-        lake.lakefs.lake_root(lake_dir), _complete(lake_dir), dbt.models_digest(), SCHEMA_VERSION
+        Lake.at(Lake.at(lake_dir)), _complete(lake_dir), dbt.models_digest(), SCHEMA_VERSION
     )
 
 
@@ -76,15 +79,15 @@ def test_closed_days_are_kept_and_a_rebuild_imports_them(days, tmp_path):
 
     # The nightly compaction merges each derived table's files; the chain is unchanged.
     before = len(DeltaTable(str(lake_dir / derived.ROOT / "figures")).file_uris())
-    derived.compact(lake.lakefs.lake_root(lake_dir), vacuum_hours=0)
+    derived.compact(Lake.at(Lake.at(lake_dir)), vacuum_hours=0)
     assert len(DeltaTable(str(lake_dir / derived.ROOT / "figures")).file_uris()) < before
     assert _chain(lake_dir) == found
 
     # A rebuild imports the two closed days, derives the open one, and equals both the
     # incremental warehouse and a rebuild from the raw rows alone.
-    imported = warehouse.update(lake_dir, tmp_path / "imported.duckdb", full=True)
+    imported = warehouse.update(Lake.at(lake_dir), tmp_path / "imported.duckdb", full=True)
     assert imported.from_derived == sum(per_day[:2]), imported
-    from_raw = warehouse.update(raw, tmp_path / "from_lake.duckdb", full=True)
+    from_raw = warehouse.update(Lake.at(raw), tmp_path / "from_lake.duckdb", full=True)
     assert from_raw.from_derived == 0
     assert_same_marts(_tables(incremental), _tables(tmp_path / "from_lake.duckdb"))
     assert_same_marts(_tables(tmp_path / "imported.duckdb"), _tables(tmp_path / "from_lake.duckdb"))
@@ -95,17 +98,17 @@ def test_a_late_run_makes_its_day_and_the_later_ones_derived_again(days, tmp_pat
     lake_copy = Path(shutil.copytree(lake_dir, tmp_path / "lake"))
     warehouse_copy = Path(shutil.copy(incremental, tmp_path / "w.duckdb"))
     # A site's run of day 2 arrives after day 3 was loaded.
-    late = lake.new_run_id(FIRST_DAY + timedelta(days=1, hours=20))
-    ran = lake.read(lake_dir, "runs", envs=["alpha"]).column("run_id").to_pylist()
+    late = delta.new_run_id(FIRST_DAY + timedelta(days=1, hours=20))
+    ran = delta.read(Lake.at(lake_dir), "runs", envs=["alpha"]).column("run_id").to_pylist()
     model = min(run for run in ran if _day(run) == 1)  # its rows, under the late run's id
     for table in ("steps", "runs"):
-        rows = [r for r in lake.read(lake_dir, table, envs=["alpha"]).to_pylist()]
+        rows = [r for r in delta.read(Lake.at(lake_dir), table, envs=["alpha"]).to_pylist()]
         data = pa.Table.from_pylist([r for r in rows if r["run_id"] == model])
         data = data.drop_columns(["run_id", "schema_version", "env", "period"])
-        lake.write(lake_copy, table, "alpha", late, data)
+        delta.write(Lake.at(lake_copy), table, "alpha", late, data)
     # Day 1 still holds; day 2 no longer does.
     assert [cp.through_day for cp in _chain(lake_copy)] == DAY[:1]
-    result = warehouse.update(lake_copy, warehouse_copy)
+    result = warehouse.update(Lake.at(lake_copy), warehouse_copy)
     assert result.mode == "full" and "arrived after" in result.reason
     assert result.from_derived == per_day[0]
     # The rebuild kept day 2 again, late run included.
@@ -131,17 +134,17 @@ def test_changed_models_derive_again_and_a_killed_rebuild_resumes(days, tmp_path
     monkeypatch.setattr(warehouse, "_replay_batch", killed_on_day_3)
     monkeypatch.setattr(warehouse, "_dbt_batch", killed_on_day_3)
     with pytest.raises(RuntimeError, match="killed"):
-        warehouse.update(lake_copy, path, full=True)
+        warehouse.update(Lake.at(lake_copy), path, full=True)
     assert not path.exists()
     # What it derived before the kill was kept: the next rebuild starts from there.
     assert [cp.through_day for cp in _chain(lake_copy)] == DAY[1:2]
     monkeypatch.undo()
     monkeypatch.setattr(dbt, "models_digest", lambda: "changed-models")
-    resumed = warehouse.update(lake_copy, path, full=True)
+    resumed = warehouse.update(Lake.at(lake_copy), path, full=True)
     assert resumed.from_derived == sum(per_day[:2])
     assert_same_marts(_tables(path), _tables(incremental))
     # The next nightly compaction drops the first models' rows: one chain's rows remain.
-    derived.compact(lake.lakefs.lake_root(lake_copy), vacuum_hours=0)
+    derived.compact(Lake.at(Lake.at(lake_copy)), vacuum_hours=0)
     ids = DeltaTable(str(lake_copy / derived.ROOT / "figures")).to_pyarrow_table()
     assert set(ids.column("checkpoint").to_pylist()) == {cp.checkpoint for cp in _chain(lake_copy)}
 
@@ -149,7 +152,7 @@ def test_changed_models_derive_again_and_a_killed_rebuild_resumes(days, tmp_path
 def test_an_export_killed_before_its_manifest_is_ignored(days, tmp_path, monkeypatch):
     lake_dir, incremental, _, _ = days
     lake_copy = Path(shutil.copytree(lake_dir, tmp_path / "lake"))
-    root = lake.lakefs.lake_root(lake_copy)
+    root = Lake.at(lake_copy)
     real_write = derived._write
 
     def no_manifest(lake_dir, name, data):
@@ -161,7 +164,7 @@ def test_an_export_killed_before_its_manifest_is_ignored(days, tmp_path, monkeyp
     with pytest.raises(OSError):
         con = duckdb.connect(str(incremental), read_only=True)
         try:
-            derived.export(con, root, "", derived.NO_DAY, DAY[1], [], "x", SCHEMA_VERSION)
+            derived.export(con, Lake.at(root), "", derived.NO_DAY, DAY[1], [], "x", SCHEMA_VERSION)
         finally:
             con.close()
     # Its rows landed, no manifest names them: the chain is what it was.
@@ -171,7 +174,7 @@ def test_an_export_killed_before_its_manifest_is_ignored(days, tmp_path, monkeyp
 def test_an_s3_lake_keeps_and_gives_back_derived_days(days, s3_lake, tmp_path):
     """The derived tables on S3 (moto's real S3 API): exported, listed and imported alike."""
     _, incremental, _, _ = days
-    root = lake.lakefs.lake_root(s3_lake("derived"))
+    root = Lake.at(s3_lake("derived"))
     copy = Path(shutil.copy(incremental, tmp_path / "w.duckdb"))
     con = duckdb.connect(str(copy))
     try:
@@ -183,9 +186,9 @@ def test_an_s3_lake_keeps_and_gives_back_derived_days(days, s3_lake, tmp_path):
                 .fetchone()[0] for m in ("figures", "runs", "steps")}  # fmt: skip
         for mart in derived.mart_tables(con):
             con.execute(f"delete from marts.{mart}")
-        assert derived.checkpoints(root) == [made]
-        assert derived.chain(root, set(runs), "digest", SCHEMA_VERSION) == [made]
-        derived.load(con, root, [made])
+        assert derived.checkpoints(Lake.at(root)) == [made]
+        assert derived.chain(Lake.at(root), set(runs), "digest", SCHEMA_VERSION) == [made]
+        derived.load(con, Lake.at(root), [made])
         got = {m: con.execute(f"select count(*) from marts.{m}").fetchone()[0] for m in want}
     finally:
         con.close()

@@ -19,7 +19,8 @@ from yardstick.flows.collect import COLLECT_FAMILIES, collect_profile
 from yardstick.flows.measure import measure_environment
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import KeyspaceProfile, RoundTripProfile, get_profile
-from yardstick.storage import compaction, dbt, lake, retention, warehouse
+from yardstick.storage import compaction, dbt, delta, retention, warehouse
+from yardstick.storage.lakefs import Lake
 
 # The servers here only produce runs: what is tested is the warehouse's updates.
 pytestmark = pytest.mark.server_agnostic
@@ -44,7 +45,7 @@ def _night_profile():
 def _measure(lake_dir: Path, env: Environment, families: list[str], run_id: str, profile) -> None:
     """Land one environment's run through the flow's own task body (no flow run needed)."""
     outcome = measure_environment.fn(
-        env, profile, run_id, str(lake_dir), "localhost", families=families
+        env, profile, run_id, Lake.at(lake_dir), "localhost", families=families
     )
     assert outcome.status == "ok", outcome.error
 
@@ -77,7 +78,7 @@ def history(prefect_server, tmp_path_factory):
         # same second would sort by their random suffix, and a later batch could hold an
         # "older" run (then the update rightly rebuilds instead of appending).
         first = datetime.now(UTC) - timedelta(hours=1)
-        ids = (lake.new_run_id(first + timedelta(seconds=i)) for i in range(100))
+        ids = (delta.new_run_id(first + timedelta(seconds=i)) for i in range(100))
         for batch in range(3):
             for step in range(3):
                 for env, server in zip(envs, (a, b), strict=True):
@@ -87,7 +88,9 @@ def history(prefect_server, tmp_path_factory):
                     else:
                         _measure(lake_dir, env, COLLECT_FAMILIES, next(ids), collect)
             if batch == 1:
-                compaction.compact(lake_dir)  # the incremental path must read compacted files
+                compaction.compact(
+                    Lake.at(lake_dir)
+                )  # the incremental path must read compacted files
             copies.append(Path(shutil.copytree(lake_dir, root / f"after-{batch}")))
     return copies
 
@@ -95,7 +98,7 @@ def history(prefect_server, tmp_path_factory):
 @pytest.fixture(scope="module")
 def rebuilt(history, tmp_path_factory) -> Path:
     """One full build of the whole history, shared by the tests that only read it."""
-    return warehouse.build(history[-1], tmp_path_factory.mktemp("rebuilt") / "w.duckdb")
+    return warehouse.build(Lake.at(history[-1]), tmp_path_factory.mktemp("rebuilt") / "w.duckdb")
 
 
 def _tables(path: Path) -> dict[str, list[tuple]]:
@@ -138,14 +141,14 @@ def assert_same_marts(got: dict[str, list[tuple]], want: dict[str, list[tuple]])
 
 def test_incremental_updates_equal_a_full_rebuild(history, rebuilt, tmp_path):
     incremental = tmp_path / "incremental.duckdb"
-    results = [warehouse.update(copy, incremental) for copy in history]
+    results = [warehouse.update(Lake.at(copy), incremental) for copy in history]
     assert [r.mode for r in results] == ["full", "incremental", "incremental"], [
         r.reason for r in results
     ]
     # The update after the first (a rebuild: no warehouse yet) reuses the rebuild's dbt parse.
     assert "full parse" not in results[1].parse_mode, results[1].parse_mode
     # Nothing new: nothing to do.
-    assert warehouse.update(history[-1], incremental).mode == "up-to-date"
+    assert warehouse.update(Lake.at(history[-1]), incremental).mode == "up-to-date"
     got, want = _tables(incremental), _tables(rebuilt)
     assert {"figures", "figure_trends", "changes", "measures"} <= set(want)
     assert_same_marts(got, want)
@@ -163,11 +166,11 @@ def test_an_unfinished_update_of_an_earlier_version_makes_the_next_one_a_full_re
     # kills one and the next resumes); an earlier version committed model by model and left
     # state 'updating' when killed: its half-appended marts are rebuilt.
     target = tmp_path / "w.duckdb"
-    warehouse.update(history[0], target)
+    warehouse.update(Lake.at(history[0]), target)
     con = duckdb.connect(str(target))
     con.execute(f"update {warehouse.META} set value = 'updating' where key = 'state'")
     con.close()
-    result = warehouse.update(history[1], target)
+    result = warehouse.update(Lake.at(history[1]), target)
     assert result.mode == "full" and "earlier version" in result.reason
 
     # A WAL left by a killed writer of another file (issue 16): rebuilt from the lake, the WAL
@@ -190,7 +193,7 @@ def test_an_unfinished_update_of_an_earlier_version_makes_the_next_one_a_full_re
     )
     wal = target.with_name(target.name + ".wal")
     wal.write_bytes(stale.with_name(stale.name + ".wal").read_bytes())
-    result = warehouse.update(history[1], target)
+    result = warehouse.update(Lake.at(history[1]), target)
     assert result.mode == "full" and "could not be opened" in result.reason
     assert not wal.exists()
     open_warehouse(target).close()
@@ -224,11 +227,11 @@ def test_retention_drops_detail_and_keeps_the_figures(prefect_server, tmp_path):
     with RedisProcess() as server:
         env = Environment(name="gamma", url=server.url, mode="scratch")
         _traffic(server.url, slow=3)
-        old_run = lake.new_run_id(old_day)
+        old_run = delta.new_run_id(old_day)
         _measure(lake_dir, env, NIGHT_FAMILIES, old_run, _night_profile())
-        new_run = lake.new_run_id()
+        new_run = delta.new_run_id()
         _measure(lake_dir, env, NIGHT_FAMILIES, new_run, _night_profile())
-    warehouse.update(lake_dir, target)
+    warehouse.update(Lake.at(lake_dir), target)
     query = (
         "select figure, subject, value from figures where run_id = ?"
         " and figure in ('rtt_client_p99_us', 'rtt_client_p50_us') or (run_id = ?"
@@ -246,22 +249,22 @@ def test_retention_drops_detail_and_keeps_the_figures(prefect_server, tmp_path):
     assert any(f == "rtt_client_p99_us" for f, _, _ in before)
     assert any(f.startswith("ks_") for f, _, _ in before)
 
-    report = retention.apply(lake_dir, target, detail_days=30, today=today)
+    report = retention.apply(Lake.at(lake_dir), target, detail_days=30, today=today)
     assert report.files_dropped == 2 and report.runs_retained == 1
-    detail = lake.current_files(lake_dir, list(retention.DETAIL_FAMILIES))
+    detail = delta.current_files(Lake.at(lake_dir), list(retention.DETAIL_FAMILIES))
     assert {f.runs[0] for f in detail} == {new_run}  # the recent run keeps its detail
     # The warehouse's detail views read the lake as it is now: the recent run's rows only.
     con = open_warehouse(target)
     kept = con.execute("select distinct run_id from keyspace_keys").fetchall()
     con.close()
     assert kept == [(new_run,)]
-    assert lake.current_files(lake_dir, [retention.RETAINED])
+    assert delta.current_files(Lake.at(lake_dir), [retention.RETAINED])
     # Idempotent: nothing more to drop, nothing written twice.
-    again = retention.apply(lake_dir, target, detail_days=30, today=today)
+    again = retention.apply(Lake.at(lake_dir), target, detail_days=30, today=today)
     assert again.files_dropped == 0 and again.rows_retained == 0
 
     # A rebuild from the lake alone still has the old run's percentiles and prefix figures.
-    rebuilt = warehouse.build(lake_dir, tmp_path / "rebuilt.duckdb")
+    rebuilt = warehouse.build(Lake.at(lake_dir), tmp_path / "rebuilt.duckdb")
     after = figures_of(rebuilt)
     assert len(after) == len(before)
     for mine, theirs in zip(after, before, strict=True):
@@ -280,7 +283,7 @@ def test_dbt_tests_pass_on_a_real_warehouse(rebuilt):
 def test_a_broken_model_is_one_line_naming_it_and_the_warehouse_survives(
     history, tmp_path, monkeypatch
 ):
-    target = warehouse.build(history[0], tmp_path / "w.duckdb")
+    target = warehouse.build(Lake.at(history[0]), tmp_path / "w.duckdb")
     before = target.read_bytes()
     project = Path(shutil.copytree(dbt.project_dir(), tmp_path / "project"))
     (project / "models" / "marts" / "broken_figures.sql").write_text(
@@ -288,7 +291,7 @@ def test_a_broken_model_is_one_line_naming_it_and_the_warehouse_survives(
     )
     monkeypatch.setattr(dbt, "project_dir", lambda: project)
     with pytest.raises(dbt.ModelError) as failure:
-        warehouse.update(history[-1], target)
+        warehouse.update(Lake.at(history[-1]), target)
     message = str(failure.value)
     assert "broken_figures" in message and "\n" not in message
     assert target.read_bytes() == before
@@ -301,9 +304,9 @@ def _land_runs(lake_dir: Path, env: str, first: datetime, count: int) -> list[st
     run_ids = []
     for i in range(count):
         when = first + timedelta(hours=i)
-        run_id = lake.new_run_id(when)
+        run_id = delta.new_run_id(when)
         row = {"profile": "collect", "started_at": when, "status": "ok"}
-        lake.write(lake_dir, "runs", env, run_id, to_table("runs", [row]))
+        delta.write(Lake.at(lake_dir), "runs", env, run_id, to_table("runs", [row]))
         run_ids.append(run_id)
     return run_ids
 
@@ -321,27 +324,27 @@ def test_runs_held_back_load_next_time_and_leftovers_are_not_doubled(tmp_path):
     first = datetime(2026, 11, 2, tzinfo=UTC)
     runs = _land_runs(lake_dir, "e", first, 3)
     # The nightly run loads only runs started before it: the third waits for the next update.
-    warehouse.update(lake_dir, target, until_run_id=runs[1])
+    warehouse.update(Lake.at(lake_dir), target, until_run_id=runs[1])
     assert _loaded_runs(target) == runs[:2]
-    compaction.compact(lake_dir)  # the held-back run now sits in a file already seen
+    compaction.compact(Lake.at(lake_dir))  # the held-back run now sits in a file already seen
     runs += _land_runs(lake_dir, "e", first + timedelta(hours=5), 1)
-    result = warehouse.update(lake_dir, target)
+    result = warehouse.update(Lake.at(lake_dir), target)
     assert result.mode == "incremental" and result.runs_added == 2
     assert _loaded_runs(target) == runs
     # The files a compaction replaced stay on disk for an hour (readers that listed them just
     # before still find them): never read twice, since no current version names them.
     runs += _land_runs(lake_dir, "e", first + timedelta(hours=7), 1)
-    compaction.compact(lake_dir)
+    compaction.compact(Lake.at(lake_dir))
     on_disk = [p for p in (lake_dir / "runs").rglob("*.parquet") if "_delta_log" not in p.parts]
-    assert len(on_disk) > len(lake.data_files(lake_dir, "runs")) == 1
-    assert warehouse.update(lake_dir, target).runs_added == 1
+    assert len(on_disk) > len(delta.data_files(Lake.at(lake_dir), "runs")) == 1
+    assert warehouse.update(Lake.at(lake_dir), target).runs_added == 1
     assert _loaded_runs(target) == runs
 
 
 def test_a_rebuild_in_monthly_batches_equals_one_batch(history, rebuilt, tmp_path, monkeypatch):
     # Bounded batches (a period, at most REBUILD_BATCH_RUNS runs) build what one batch builds.
     monkeypatch.setattr(warehouse, "REBUILD_BATCH_RUNS", 5)
-    result = warehouse.update(history[-1], tmp_path / "batched.duckdb", full=True)
+    result = warehouse.update(Lake.at(history[-1]), tmp_path / "batched.duckdb", full=True)
     assert result.mode == "full" and result.batches >= 3
     assert_same_marts(_tables(result.path), _tables(rebuilt))
     assert _files(tmp_path) == ["batched.duckdb"]  # the building folder is gone
@@ -427,7 +430,7 @@ def test_two_warehouses_of_one_name_in_two_folders_do_not_wait_on_each_other(his
         assert holder.stdout.readline().strip() == "held"
         second = tmp_path / "two" / "warehouse.duckdb"
         assert dbt.state_dir(second) != dbt.state_dir(first)
-        assert warehouse.update(history[0], second).mode == "full"
+        assert warehouse.update(Lake.at(history[0]), second).mode == "full"
         assert holder.poll() is None  # still holding: the update did not wait for it
     finally:
         holder.kill()

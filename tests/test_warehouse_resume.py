@@ -16,7 +16,8 @@ import pytest
 import test_golden_figures as golden
 from test_warehouse_incremental import _tables, assert_same_marts
 
-from yardstick.storage import lake, warehouse
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
 
 pytestmark = [pytest.mark.server_agnostic, pytest.mark.e2e]
 
@@ -26,6 +27,7 @@ NIGHTS = 5  # of the golden lake: the last two land every family (recorded_famil
 CHILD = r"""
 import os, signal, sys
 from yardstick.storage import plan, warehouse
+from yardstick.storage.lakefs import Lake
 lake_dir, target, point = sys.argv[1], sys.argv[2], sys.argv[3]
 
 def die(*args, **kwargs):
@@ -58,7 +60,7 @@ elif point == "mid-dbt":  # dbt itself (no plan fits), after its fifth insert
             die()
         return result
     SQLConnectionManager.add_query = add_query
-warehouse.update(lake_dir, target)
+warehouse.update(Lake.at(lake_dir), target)
 print("not killed")
 """
 
@@ -70,17 +72,17 @@ def resumable(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume")
     lake_dir = root / "lake"
     golden.land_nights(lake_dir, NIGHTS)
-    runs = sorted(run for _, run in lake.complete_runs(lake_dir))
+    runs = sorted(run for _, run in delta.complete_runs(Lake.at(lake_dir)))
     # The night before the last two, and everything before it.
     until = max(r for r in runs if r < _night(NIGHTS - 2))
     target = root / "w.duckdb"
-    first = warehouse.update(lake_dir, target, until_run_id=min(runs[len(runs) // 3 :]))
-    second = warehouse.update(lake_dir, target, until_run_id=until)
+    first = warehouse.update(Lake.at(lake_dir), target, until_run_id=min(runs[len(runs) // 3 :]))
+    second = warehouse.update(Lake.at(lake_dir), target, until_run_id=until)
     assert (first.mode, second.mode) == ("full", "incremental")
     # The plan was recorded by the rebuild's second batch (its days, then the latest day's
     # runs apart) or by this update: either way the warehouse holds one.
     assert "plan" in second.parse_mode, second.parse_mode
-    rebuilt = warehouse.build(lake_dir, root / "rebuilt.duckdb")
+    rebuilt = warehouse.build(Lake.at(lake_dir), root / "rebuilt.duckdb")
     return lake_dir, target, rebuilt
 
 
@@ -123,9 +125,9 @@ def test_an_update_killed_at_any_point_resumes(resumable, tmp_path, point):
     # Nothing of the killed update is in the warehouse.
     assert _loaded(target) == before
 
-    result = warehouse.update(lake_dir, target)
+    result = warehouse.update(Lake.at(lake_dir), target)
     assert result.mode == "incremental", result.reason
-    assert result.runs_added == len(lake.complete_runs(lake_dir)) - before
+    assert result.runs_added == len(delta.complete_runs(Lake.at(lake_dir))) - before
     assert not warehouse.building_path(target).parent.exists()  # a killed copy is removed
     assert_same_marts(_tables(target), _tables(rebuilt))
-    assert warehouse.update(lake_dir, target).mode == "up-to-date"
+    assert warehouse.update(Lake.at(lake_dir), target).mode == "up-to-date"

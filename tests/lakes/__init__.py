@@ -1,10 +1,10 @@
 """Synthetic lakes for the tests: runs of environments landed in the real lake format (the
-files the flows write, through lake.write and the declared schemas), from hand-made rows, as
+files the flows write, through delta.write and the declared schemas), from hand-made rows, as
 dbt unit tests give `given` rows to a model.
 
 Compose a run from small pieces; each lands one table (or a family's tables) of that run:
 
-    run = new_run(lake_dir, "env-a", at)            # run id from `at` (lake.new_run_id)
+    run = new_run(lake_dir, "env-a", at)            # run id from `at` (delta.new_run_id)
     runs_row(run, profile="nightly")                # the row that makes the run complete
     steps(run, {"round_trip": digest("nightly", "round_trip"), "throughput": None})
     fingerprint(run, "7.2.4", product=("valkey", "8.1.8"))
@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from yardstick.storage import lake
+from yardstick.storage import delta
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import to_table
 
 
@@ -49,20 +50,20 @@ class Run:
     at: datetime
 
     def write(self, table: str, rows: list[dict]) -> None:
-        """Land `rows` as this run's file of `table` (no file for no rows, as lake.write)."""
-        lake.write(self.lake_dir, table, self.env, self.run_id, to_table(table, rows))
+        """Land `rows` as this run's file of `table` (no file for no rows, as delta.write)."""
+        delta.write(Lake.at(self.lake_dir), table, self.env, self.run_id, to_table(table, rows))
 
 
 def stable_run_id(at: datetime, env: str) -> str:
-    """A run id sortable by time and the same on every call (lake.new_run_id's format, its
+    """A run id sortable by time and the same on every call (delta.new_run_id's format, its
     random suffix replaced by one taken from the environment's name)."""
     return f"{at:%Y%m%dT%H%M%SZ}-{zlib.crc32(env.encode()) % 0xFFFFFF:06x}"
 
 
 def new_run(lake_dir: Path, env: str, at: datetime, run_id: str | None = None) -> Run:
-    """A run of `env` started `at`; its id is `run_id`, else lake.new_run_id(at) (random
+    """A run of `env` started `at`; its id is `run_id`, else delta.new_run_id(at) (random
     suffix: use stable_run_id for ids that must not change)."""
-    return Run(Path(lake_dir), env, run_id or lake.new_run_id(at), at)
+    return Run(Path(lake_dir), env, run_id or delta.new_run_id(at), at)
 
 
 def digest(profile: str, family: str = "") -> str:

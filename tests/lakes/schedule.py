@@ -1197,7 +1197,7 @@ def nightly_tables(
     detail_for: frozenset[date] = frozenset(),
 ) -> tuple[dict[str, pa.Table], dict[str, dict[str, pa.Table]]]:
     """The nightly runs of `days`: merged tables (run_id first) and, per run id of a day in
-    `detail_for`, its detail tables (without run_id, as a task hands them to lake.write)."""
+    `detail_for`, its detail tables (without run_id, as a task hands them to delta.write)."""
     parts: dict[str, list[pa.Table]] = defaultdict(list)
     detail: dict[str, dict[str, pa.Table]] = {}
     for day in days:

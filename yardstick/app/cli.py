@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from datetime import date
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,6 +21,9 @@ from yardstick.app.runtime import configure_prefect  # first: opts out of Prefec
 from yardstick.app.usage import OneLineUsage
 from yardstick.errors import ConfigError
 from yardstick.settings.names import PROFILE_NAMES
+
+if TYPE_CHECKING:
+    from yardstick.storage.lakefs import Lake
 
 # Nothing heavy at the top, nor in a command before its input is checked: `-h`, `--version`, a
 # bad file or flag, `trend` and `changes` answer without Prefect, dbt or a family imported
@@ -258,14 +261,24 @@ def _prepare(
     for name in env or []:
         if config is None and name != EMBEDDED_NAME:
             fail(f"--env: no environment {name!r} without --config (known: {EMBEDDED_NAME})")
-    from yardstick.storage.preflight import NotWritable, check_writable, path_problems, run_folders
+    from yardstick.storage.preflight import (
+        NotWritable,
+        check_writable,
+        lake_at,
+        path_problems,
+        run_folders,
+    )
 
+    try:
+        where = lake_at(lake)
+    except NotWritable as exc:
+        fail(str(exc))
     # Every problem of the file and the paths at once, in one line, before anything is
     # created or contacted.
-    problems += path_problems(lake, warehouse, out)
+    problems += path_problems(where, warehouse, out)
     if problems:
         fail("; ".join(problems))
-    folders = run_folders(lake, warehouse or "warehouse.duckdb", out or ".")
+    folders = run_folders(where, warehouse or "warehouse.duckdb", out or ".")
     if warehouse is None:
         folders = {"lake": folders["lake"]}
     try:
@@ -517,7 +530,7 @@ def check(
     given = lake is not None or config is not None
     lake = _chosen_lake(lake, config, warehouse)
     recorded = _recorded_lake(warehouse)
-    if given and recorded is not None and _other_lake(recorded, lake):
+    if given and recorded is not None and _other_lake(recorded, lake.uri):
         fail(
             f"{warehouse}: built from lake {recorded}, not {lake} "
             "(rebuild it with `yardstick report` for that lake)"
@@ -550,7 +563,7 @@ def _check_paths(warehouse: Path, out: Path | None) -> None:
         fail("; ".join(problems))
 
 
-def _chosen_lake(lake: str | None, config: Path | None, warehouse: Path) -> str:
+def _chosen_lake(lake: str | None, config: Path | None, warehouse: Path) -> Lake:
     """The lake to read: --lake, else the environments file's `lake:`, else ./lake; said on
     screen. Without either option, a warehouse built from another lake (an S3 one, say) is
     not silently rebuilt from a stale local ./lake."""
@@ -572,7 +585,12 @@ def _chosen_lake(lake: str | None, config: Path | None, warehouse: Path) -> str:
                 "<environments file> (its `lake:`) or --lake"
             )
     console.print(escape(f"lake: {lake} ({source})"), highlight=False, soft_wrap=True)
-    return lake
+    from yardstick.storage.preflight import NotWritable, lake_at
+
+    try:
+        return lake_at(lake)
+    except NotWritable as exc:
+        fail(str(exc))
 
 
 def _recorded_lake(warehouse: Path) -> str | None:
@@ -831,11 +849,9 @@ def changes(
         raise typer.Exit(1)
 
 
-def _check_lake(lake: str) -> None:
+def _check_lake(lake: Lake) -> None:
     """A local lake must exist; an S3 lake is checked by its first listing."""
-    from yardstick.storage import lakefs
-
-    if not lakefs.is_remote(lake) and not Path(lake).is_dir():
+    if not lake.remote and not lake.folder.is_dir():
         fail(f"{lake}: no lake here (run `yardstick run` first)")
 
 

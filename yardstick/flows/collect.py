@@ -28,7 +28,9 @@ from yardstick.flows.units import measure_units
 from yardstick.host import selfcost
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import Profile, SlowlogProfile, get_profile
-from yardstick.storage import compaction, cursors, lake
+from yardstick.storage import compaction, cursors, delta
+from yardstick.storage.lakefs import Lake
+from yardstick.storage.preflight import lake_at
 from yardstick.tasks.base import RunContext
 
 # The families a collection runs (each declares itself `collected`): each reads, none changes
@@ -59,7 +61,7 @@ class CollectSummary(BaseModel):
     """One collection: its run id, where it landed, and each environment's outcome."""
 
     run_id: str
-    lake_dir: str
+    lake_dir: str  # the lake's URI
     wall_s: float
     outcomes: list[EnvOutcome]
 
@@ -101,7 +103,7 @@ def collect_environment(
     env: Environment,
     profile: Profile,
     run_id: str,
-    lake_dir: str,
+    lake: Lake,
     host_group: str,
     context: RunContext,
     host_wait_s: float = HOST_WAIT_S,
@@ -115,7 +117,7 @@ def collect_environment(
         env,
         profile,
         run_id,
-        lake_dir,
+        lake,
         host_group,
         context,
         lambda unit: families_for(unit, COLLECT_FAMILIES),
@@ -129,7 +131,7 @@ def collect_environment(
 def collect_context(
     envs: list[Environment],
     run_id: str,
-    lake_dir: str,
+    lake: Lake,
     server_binary: dict[str, str] | None = None,
 ) -> RunContext:
     """What a collection's families are given: the run's environments, and what the lake
@@ -138,7 +140,7 @@ def collect_context(
     return RunContext(
         server_binary=server_binary,
         peers={e.name: e for e in envs},
-        landed=cursors.reader(lake_dir, run_id),
+        landed=cursors.reader(lake, run_id),
     )
 
 
@@ -146,12 +148,12 @@ def collect_environments(
     envs: list[Environment],
     profile: Profile,
     run_id: str,
-    lake_dir: str,
+    lake: Lake,
     server_binary: dict[str, str] | None = None,
 ) -> list[EnvOutcome]:
     """Collect every environment: one host group after another inside, groups side by side
     (threads of this flow run, not task runs); outcomes in group order."""
-    context = collect_context(envs, run_id, lake_dir, server_binary)
+    context = collect_context(envs, run_id, lake, server_binary)
 
     def one_group(group: list[Environment]) -> list[EnvOutcome]:
         label = host_group_label(group)
@@ -163,7 +165,7 @@ def collect_environments(
                 part
                 for env in group
                 for part in collect_environment(
-                    env, profile, run_id, lake_dir, label, context
+                    env, profile, run_id, lake, label, context
                 ).with_members()
             ]
 
@@ -174,7 +176,7 @@ def send_collection(
     site: str,
     envs: list[Environment],
     config_path: str,
-    lake_dir: str,
+    lake: Lake,
     keep_slowlog_args: bool,
     compact_after_files: int,
 ) -> None:
@@ -197,7 +199,7 @@ def send_collection(
             parameters={
                 "config_path": config_path,
                 "env_names": [env.name for env in envs],
-                "lake_dir": lake_dir,
+                "lake_dir": lake.uri,
                 "keep_slowlog_args": keep_slowlog_args,
                 "compact_after_files": compact_after_files,
                 "site": site,
@@ -261,8 +263,8 @@ def collect(
     interrupt.quiet_stop_tracebacks()
     interrupt.watch_parent()  # under a worker: stop once the worker is gone
     profile = collect_profile(keep_slowlog_args)
-    run_id = lake.new_run_id()
-    lake_dir = lake_dir or configured_lake(config_path) or "lake"
+    run_id = delta.new_run_id()
+    lake = lake_at(lake_dir or configured_lake(config_path) or "lake")
     meter = selfcost.current()  # the tool's own cost per phase, landed as `tool_cost`
     with environments(config_path, env_names) as (envs, server_binary):
         by_site = sites_of(envs)
@@ -273,23 +275,23 @@ def collect(
                         remote,
                         remote_envs,
                         config_path,
-                        lake_dir,
+                        lake,
                         keep_slowlog_args,
                         compact_after_files,
                     )
         envs = by_site.get(site or LOCAL_SITE, [])
         # Same rule as the nightly run: one server host is read by one thing at a time.
         # One commit per table for the whole collection (runs last), not per environment.
-        with lake.batch(lake_dir, f"collection {run_id}"):
+        with delta.batch(lake, f"collection {run_id}"):
             meter.switch("measure")
-            outcomes = collect_environments(envs, profile, run_id, lake_dir, server_binary)
+            outcomes = collect_environments(envs, profile, run_id, lake, server_binary)
             meter.switch("landing")  # the batch's commit, then a merge when one is due
     if compact_after_files > 0:
         # Small files only (the new landings and the day's merged file, never the month's),
         # then the replaced files older than the readers' margin are deleted. Skipped (not
         # waited for) while the nightly run compacts or a warehouse update reads the lake.
         report = compaction.compact(
-            lake_dir,
+            lake,
             min_files=compact_after_files,
             tables=COLLECT_TABLES,
             small_bytes=compaction.SMALL_FILE_BYTES,
@@ -302,14 +304,14 @@ def collect(
     try:  # one small commit after the batch's, its cost inside `landing`
         carrier = min((o.env for o in outcomes), default=None)
         if carrier is not None:
-            land_tool_cost(meter, lake_dir, run_id, carrier)
+            land_tool_cost(meter, lake, run_id, carrier)
     except Exception as exc:  # the collection is in: this costs only the rows
-        run_logger().warning("lake %s: the tool's cost not landed: %s", lake_dir, exc)
+        run_logger().warning("lake %s: the tool's cost not landed: %s", lake, exc)
     for outcome in outcomes:
         log_info(collected_line(outcome))
     summary = CollectSummary(
         run_id=run_id,
-        lake_dir=lake_dir,
+        lake_dir=lake.uri,
         wall_s=time.perf_counter() - wall_start,
         outcomes=outcomes,
     )

@@ -28,7 +28,8 @@ from yardstick.host.familyload import LoadSampler
 from yardstick.host.selfcost import TOOL_COST
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import Profile
-from yardstick.storage import lake
+from yardstick.storage import delta
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import (
     FAMILY_LOAD,
@@ -82,7 +83,7 @@ def run_family(
     profile: Profile,
     context: RunContext,
     run_id: str,
-    lake_dir: str,
+    lake: Lake,
     unreachable: str | None,
     plain: bool = False,
 ) -> dict:
@@ -121,7 +122,7 @@ def run_family(
             measured = _measure(family, env, profile, context, progress, plain)
         with meter.landing(env.name):
             for table, data in measured.tables.items():
-                lake.write(lake_dir, table, env.name, run_id, data)
+                delta.write(lake, table, env.name, run_id, data)
         # Not a steps column: record_run takes it off into the outcome (what a collection says).
         step["landed_rows"] = {table: data.num_rows for table, data in measured.tables.items()}
         # Cells or repetitions left out to stay within the bound: partial, and says which.
@@ -135,12 +136,12 @@ def run_family(
         step.update(status="skipped", reason=str(exc))
     except interrupt.Interrupted as exc:
         # The family's own finally blocks have restored what it changed on the way out.
-        landed, finished = land_finished(progress, env, run_id, lake_dir)
+        landed, finished = land_finished(progress, env, run_id, lake)
         reason = "; ".join(filter(None, [str(exc), landed]))
         step.update(status="interrupted", reason=reason, window_s=finished.window_s)
     except interrupt.FamilyTimeout as exc:
         run_logger().warning("%s: %s", env.name, exc)
-        landed, finished = land_finished(progress, env, run_id, lake_dir)
+        landed, finished = land_finished(progress, env, run_id, lake)
         # What finished landed: partial; nothing finished (or a cell failed): failed.
         status = "partial" if finished.tables and not finished.problems else "failed"
         reason = "; ".join(filter(None, [f"timed out: {exc}", landed]))
@@ -243,10 +244,10 @@ def _with_load(snapshot: Callable[[], Measured], sampler: LoadSampler) -> Measur
 
 
 def land_finished(
-    progress: Progress, env: Environment, run_id: str, lake_dir: str
+    progress: Progress, env: Environment, run_id: str, lake: Lake
 ) -> tuple[str, Measured]:
     """Land what a stopped family finished (its last snapshot: whole units only, each table
-    written atomically by lake.write); what the step's reason says of it, and what landed
+    written atomically by delta.write); what the step's reason says of it, and what landed
     (no tables: nothing)."""
     if not progress.done or progress.snapshot is None:
         # A family that plans no units says nothing more than its stop.
@@ -256,7 +257,7 @@ def land_finished(
         measured = progress.snapshot()
         with selfcost.current().landing(env.name):
             for table, data in measured.tables.items():
-                lake.write(lake_dir, table, env.name, run_id, data)
+                delta.write(lake, table, env.name, run_id, data)
     except Exception as exc:  # said in the step: the stop itself is the news
         run_logger().warning("%s: finished work not landed: %s", env.name, one_line(exc))
         return f"{progress.summary()} finished, not landed: {one_line(exc)}", Measured()
@@ -327,7 +328,7 @@ def record_run(
     env: Environment,
     profile: Profile,
     run_id: str,
-    lake_dir: str,
+    lake: Lake,
     host_group: str,
     started_at: datetime,
     start: float,
@@ -375,8 +376,8 @@ def record_run(
         # Steps before the run row: a run row is the mark that the environment's files are
         # whole (the warehouse leaves out files of runs without one).
         with selfcost.current().landing(env.name):
-            lake.write(lake_dir, "steps", env.name, run_id, to_table("steps", steps))
-            lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run_row]))
+            delta.write(lake, "steps", env.name, run_id, to_table("steps", steps))
+            delta.write(lake, "runs", env.name, run_id, to_table("runs", [run_row]))
     except OSError as exc:  # a full disk here must not stop the other environments
         status, error = "failed", f"not landed: {one_line(exc)}"
         run_logger().error("%s: %s", env.name, error)
@@ -393,7 +394,7 @@ def record_run(
 
 def land_tool_cost(
     meter: selfcost.Meter,
-    lake_dir: str,
+    lake: Lake,
     run_id: str,
     carrier: str,
     phases: tuple[str, ...] | None = None,
@@ -402,12 +403,12 @@ def land_tool_cost(
     own rows under it, run-wide rows under `carrier` (the run's first environment), in one
     commit (or in the open lake batch); return the rows landed."""
     tables = meter.take(carrier, phases)
-    if lake._open_batch(lake_dir) is not None:  # a collection's batch: its commit takes them
-        written = [lake.write(lake_dir, TOOL_COST, env, run_id, t) for env, t in tables.items()]
+    if delta._open_batch(lake) is not None:  # a collection's batch: its commit takes them
+        written = [delta.write(lake, TOOL_COST, env, run_id, t) for env, t in tables.items()]
         return sum(n or 0 for n in written)
-    parts = [lake.prepare(TOOL_COST, env, run_id, t) for env, t in tables.items()]
+    parts = [delta.prepare(TOOL_COST, env, run_id, t) for env, t in tables.items()]
     if not parts:
         return 0
     data = pa.concat_tables(parts)
-    lake.append(lake_dir, TOOL_COST, data, f"tool cost {run_id}")
+    delta.append(lake, TOOL_COST, data, f"tool cost {run_id}")
     return data.num_rows

@@ -18,6 +18,7 @@ from yardstick.flows.units import measure_units
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import Profile
 from yardstick.storage import cursors
+from yardstick.storage.lakefs import Lake
 from yardstick.tasks.base import RunContext
 
 # How long an interrupted run waits for its families to restore the servers and land.
@@ -29,7 +30,7 @@ def measure_environment(
     env: Environment,
     profile: Profile,
     run_id: str,
-    lake_dir: str,
+    lake: Lake,
     host_group: str,
     server_binary: dict[str, str] | None = None,
     families: list[str] | None = None,
@@ -41,7 +42,7 @@ def measure_environment(
     context = RunContext(
         server_binary=server_binary,
         peers=peers or {},
-        landed=cursors.reader(lake_dir, run_id),
+        landed=cursors.reader(lake, run_id),
     )
     logger = run_logger()
     # Hold the locks of the environment's servers for the whole environment: a collection or
@@ -51,7 +52,7 @@ def measure_environment(
         env,
         profile,
         run_id,
-        lake_dir,
+        lake,
         host_group,
         context,
         lambda unit: families_for(unit, families),
@@ -65,14 +66,14 @@ def measure_environments(
     envs: list[Environment],
     profile: Profile,
     run_id: str,
-    lake_dir: str,
+    lake: Lake,
     server_binary: dict[str, str] | None = None,
     families: list[str] | None = None,
 ) -> list[EnvOutcome]:
     """Measure every environment: one host group after another inside, groups side by side
     (task runs in a flow run, threads of this process otherwise)."""
     if not engine.orchestrated():
-        return _measure_plainly(envs, profile, run_id, lake_dir, server_binary, families)
+        return _measure_plainly(envs, profile, run_id, lake, server_binary, families)
     futures: list[PrefectFuture] = []
     groups = host_groups(envs)
     for group in groups:
@@ -88,7 +89,7 @@ def measure_environments(
                 env,
                 quote(profile),
                 run_id,
-                lake_dir,
+                lake,
                 host_group_label(group),
                 server_binary,
                 families=families,
@@ -114,7 +115,7 @@ def _measure_plainly(
     envs: list[Environment],
     profile: Profile,
     run_id: str,
-    lake_dir: str,
+    lake: Lake,
     server_binary: dict[str, str] | None,
     families: list[str] | None,
 ) -> list[EnvOutcome]:
@@ -137,7 +138,7 @@ def _measure_plainly(
                         env,
                         profile,
                         run_id,
-                        lake_dir,
+                        lake,
                         label,
                         server_binary,
                         families=families,

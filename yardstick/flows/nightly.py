@@ -38,31 +38,32 @@ from yardstick.host import selfcost
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import LOCAL_SITE
 from yardstick.settings.profiles import get_profile
-from yardstick.storage import compaction, dbt, lake, retention, warehouse
-from yardstick.storage.preflight import check_run_paths
+from yardstick.storage import compaction, dbt, delta, retention, warehouse
+from yardstick.storage.lakefs import Lake
+from yardstick.storage.preflight import check_run_paths, lake_at
 
 
 @task(name="compact-lake", cache_policy=NO_CACHE)
-def compact_lake(lake_dir: str) -> str | None:
+def compact_lake(lake: Lake) -> str | None:
     """Merge the lake's small files (per table, environment and month) and say what it did;
     return None, or why the lake could not be written (full, a folder gone)."""
     try:
-        report = compaction.compact(lake_dir)
+        report = compaction.compact(lake)
     except OSError as exc:
-        return _lake_problem(lake_dir, "compaction", exc)
+        return _lake_problem(lake, "compaction", exc)
     run_logger().info(report.summary())
     return None
 
 
 @task(name="update-warehouse", cache_policy=NO_CACHE)
 def update_warehouse(
-    lake_dir: str, warehouse_path: str, full_rebuild: bool = False, until_run_id: str | None = None
+    lake: Lake, warehouse_path: str, full_rebuild: bool = False, until_run_id: str | None = None
 ) -> str:
     """Add what landed since the last update to the warehouse (or rebuild it, saying why);
     Ctrl-C or SIGTERM stops it within seconds (interrupt.Interrupted)."""
     with dbt.signals_stop_the_update():
         result = warehouse.update(
-            lake_dir, warehouse_path, full=full_rebuild, until_run_id=until_run_id
+            lake, warehouse_path, full=full_rebuild, until_run_id=until_run_id
         )
     run_logger().info(
         "warehouse %s (%s): %d runs, %d files read, load %.1f s, models %.1f s, total %.1f s",
@@ -78,25 +79,25 @@ def update_warehouse(
 
 
 @task(name="apply-retention", cache_policy=NO_CACHE)
-def apply_retention(lake_dir: str, warehouse_path: str, detail_days: int) -> str | None:
+def apply_retention(lake: Lake, warehouse_path: str, detail_days: int) -> str | None:
     """Drop per-run detail older than `detail_days`, its figures kept in the lake; return
     None, or why the lake could not be written."""
     try:
-        report = retention.apply(lake_dir, warehouse_path, detail_days)
+        report = retention.apply(lake, warehouse_path, detail_days)
     except OSError as exc:
-        return _lake_problem(lake_dir, "retention", exc)
+        return _lake_problem(lake, "retention", exc)
     run_logger().info(report.summary())
     return None
 
 
-def _lake_problem(lake_dir: str, what: str, exc: OSError) -> str:
+def _lake_problem(lake: Lake, what: str, exc: OSError) -> str:
     """A lake step that could not write, as one logged line (no traceback): every lake file
     appears whole or not at all, so what landed stays readable and the next run does the
     step again."""
     reason = exc.strerror or str(exc) or type(exc).__name__
     if exc.filename:
         reason += f": {exc.filename}"
-    line = f"lake {lake_dir}: {what} not done ({reason}); the next run does it"
+    line = f"lake {lake}: {what} not done ({reason}); the next run does it"
     run_logger().error(line)
     return line
 
@@ -184,11 +185,11 @@ def nightly(
     interrupt.quiet_stop_tracebacks()
     interrupt.watch_parent()  # under a worker: stop once the worker is gone
     chosen = get_profile(profile)
-    lake_dir = lake_dir or configured_lake(config_path) or "lake"
+    lake = lake_at(lake_dir or configured_lake(config_path) or "lake")
     # Before any server is touched: a lake that cannot be written, or a directory given as
     # the warehouse file, is one line, not a lost run.
-    check_run_paths(lake_dir, warehouse_path, out_dir)
-    run_id = lake.new_run_id()
+    check_run_paths(lake, warehouse_path, out_dir)
+    run_id = delta.new_run_id()
     parts: list[SiteRun] = []
     # The tool's own cost per phase (yardstick/host/selfcost.py), landed as `tool_cost`.
     meter = selfcost.current()
@@ -198,21 +199,21 @@ def nightly(
         check_secrets(by_site.get(LOCAL_SITE, []), config_path or "embedded default")
         if config_path and set(by_site) != {LOCAL_SITE}:
             # Other sites measure from where their servers are, meanwhile.
-            parts = send_sites(by_site, run_id, lake_dir, config_path, chosen.name)
+            parts = send_sites(by_site, run_id, lake, config_path, chosen.name)
         local = by_site.get(LOCAL_SITE, [])
         meter.switch("measure")
-        outcomes = measure_environments(local, chosen, run_id, lake_dir, server_binary)
+        outcomes = measure_environments(local, chosen, run_id, lake, server_binary)
         meter.switch(None)
     if parts:
         wait_for_sites(parts, start_timeout_s, site_timeout_s, started=wall_start)
-        outcomes += site_outcomes(parts, run_id, lake_dir, chosen.name)
+        outcomes += site_outcomes(parts, run_id, lake, chosen.name)
 
     def summary() -> RunSummary:
         """The run so far, for its caller."""
         return RunSummary(
             run_id=run_id,
             profile=chosen.name,
-            lake_dir=lake_dir,
+            lake_dir=lake.uri,
             warehouse_path=warehouse_path,
             out_dir=out_dir,
             wall_s=time.perf_counter() - wall_start,
@@ -225,9 +226,9 @@ def nightly(
         try:
             carrier = min((o.env for o in outcomes), default=None)
             if carrier is not None:
-                land_tool_cost(meter, lake_dir, run_id, carrier, phases)
+                land_tool_cost(meter, lake, run_id, carrier, phases)
         except Exception as exc:  # the run's measurements are in: this costs only the rows
-            run_logger().warning("lake %s: the tool's cost not landed: %s", lake_dir, exc)
+            run_logger().warning("lake %s: the tool's cost not landed: %s", lake, exc)
 
     def stopped(where: str, message: str) -> State:
         """The run stopped by the operator at `where`, for its caller."""
@@ -245,18 +246,18 @@ def nightly(
     # A lake that fills up (or a folder lost) mid-run: what landed stays readable (every
     # lake file appears whole or not at all), so the run still builds and reports it.
     meter.switch("landing")
-    problems = [engine.call(compact_lake, lake_dir)]
+    problems = [engine.call(compact_lake, lake)]
     meter.switch(None)
     # Before the update that loads this run: the warehouse and rendering phases land later.
     land_cost()
     meter.switch("warehouse")
     try:
-        engine.call(update_warehouse, lake_dir, warehouse_path, full_rebuild, until_run_id=run_id)
+        engine.call(update_warehouse, lake, warehouse_path, full_rebuild, until_run_id=run_id)
     except interrupt.Interrupted:
         # dbt cancelled within seconds: a rebuild's folder is removed, an update left
         # unfinished makes the next one a rebuild; nothing rendered from a half-built one.
         return stopped("warehouse", "stopped while updating the warehouse")
-    problems.append(engine.call(apply_retention, lake_dir, warehouse_path, detail_days))
+    problems.append(engine.call(apply_retention, lake, warehouse_path, detail_days))
     problems = [line for line in problems if line]
     if interrupt.STOP.is_set():
         return stopped("reports", "stopped after updating the warehouse, before rendering")

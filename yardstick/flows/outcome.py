@@ -30,7 +30,7 @@ class RunSummary(BaseModel):
 
     run_id: str
     profile: str
-    lake_dir: str
+    lake_dir: str  # the lake's URI
     warehouse_path: str
     out_dir: str
     wall_s: float

@@ -24,7 +24,9 @@ from yardstick.flows.targets import check_secrets, environments
 from yardstick.host import selfcost
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import get_profile
-from yardstick.storage import lake, lakefs
+from yardstick.storage import delta
+from yardstick.storage.lakefs import Lake
+from yardstick.storage.preflight import lake_at
 from yardstick.storage.schemas import to_table
 from yardstick.tasks.base import utc_now
 
@@ -58,6 +60,7 @@ def measure_site(
     interrupt.watch_parent()
     check_own_queue(site)
     chosen = get_profile(profile)
+    lake = lake_at(lake_dir)
     with environments(config_path, env_names) as (envs, server_binary):
         mine = [env for env in envs if env.site == site]
         if not mine:
@@ -67,13 +70,13 @@ def measure_site(
         check_secrets(mine, config_path)
         meter = selfcost.current()  # this site's process: its own rows (its host and pid)
         meter.switch("measure")
-        outcomes = measure_environments(mine, chosen, run_id, lake_dir, server_binary)
+        outcomes = measure_environments(mine, chosen, run_id, lake, server_binary)
         meter.switch(None)
     meter.finish()
     try:
-        land_tool_cost(meter, lake_dir, run_id, min(o.env for o in outcomes))
+        land_tool_cost(meter, lake, run_id, min(o.env for o in outcomes))
     except Exception as exc:  # the measurements are in: this costs only the rows
-        run_logger().warning("lake %s: the tool's cost not landed: %s", lake_dir, exc)
+        run_logger().warning("lake %s: the tool's cost not landed: %s", lake, exc)
     return [outcome.model_dump() for outcome in outcomes]
 
 
@@ -122,7 +125,7 @@ class SiteRun:
 def send_sites(
     by_site: dict[str, list[Environment]],
     run_id: str,
-    lake_dir: str,
+    lake: Lake,
     config_path: str,
     profile: str,
 ) -> list[SiteRun]:
@@ -149,7 +152,7 @@ def send_sites(
                 parameters={
                     "site": site,
                     "run_id": run_id,
-                    "lake_dir": lake_dir,
+                    "lake_dir": lake.uri,
                     "config_path": config_path,
                     "profile": profile,
                     "env_names": [env.name for env in envs],
@@ -226,10 +229,10 @@ def wait_for_sites(
                 time.sleep(POLL_S)
 
 
-def record_missing(part: SiteRun, run_id: str, lake_dir: str, profile_name: str) -> None:
+def record_missing(part: SiteRun, run_id: str, lake: Lake, profile_name: str) -> None:
     """Land a `missing` run row (with its reason) for each environment of a missing site that
     has none. Written by the hub, it carries no duration, machine or pid: nothing measured."""
-    landed = {f.env for f in lake.current_files(lake_dir, ["runs"]) if run_id in f.runs}
+    landed = set(delta.read(lake, "runs", run_ids={run_id}, columns=["env"])["env"].to_pylist())
     profile = get_profile(profile_name)
     for env in part.envs:
         if env.name in landed:
@@ -268,25 +271,25 @@ def record_missing(part: SiteRun, run_id: str, lake_dir: str, profile_name: str)
         }
         try:
             # Steps first: the run row marks the environment's files whole (landing.py).
-            lake.write(lake_dir, "steps", env.name, run_id, to_table("steps", [step]))
-            lake.write(lake_dir, "runs", env.name, run_id, to_table("runs", [run_row]))
-        except lake.LakeConflict:
+            delta.write(lake, "steps", env.name, run_id, to_table("steps", [step]))
+            delta.write(lake, "runs", env.name, run_id, to_table("runs", [run_row]))
+        except delta.LakeConflict:
             continue  # the site landed it after all, just now
 
 
 def site_outcomes(
-    parts: list[SiteRun], run_id: str, lake_dir: str, profile_name: str
+    parts: list[SiteRun], run_id: str, lake: Lake, profile_name: str
 ) -> list[EnvOutcome]:
     """Every remote environment's outcome, read from the run rows its site landed (failed
     rows, with the reason, landed here for the environments of a missing site)."""
     for part in parts:
         if part.missing:
             run_logger().warning("site %s missing: %s", part.site, part.missing)
-            record_missing(part, run_id, lake_dir, profile_name)
+            record_missing(part, run_id, lake, profile_name)
     remote = {env.name for part in parts for env in part.envs}
-    rows = _read_rows(lake_dir, "runs", run_id, remote)
+    rows = _read_rows(lake, "runs", run_id, remote)
     windows: dict[str, float] = {}
-    for step in _read_rows(lake_dir, "steps", run_id, remote):
+    for step in _read_rows(lake, "steps", run_id, remote):
         windows[step["env"]] = windows.get(step["env"], 0.0) + (step.get("window_s") or 0.0)
     return [
         EnvOutcome(
@@ -301,11 +304,7 @@ def site_outcomes(
     ]
 
 
-def _read_rows(lake_dir: str, table: str, run_id: str, envs: set[str]) -> list[dict]:
+def _read_rows(lake: Lake, table: str, run_id: str, envs: set[str]) -> list[dict]:
     """The rows of one run in one lake table, for these environments (with `env`)."""
-    rows = []
-    for f in lake.current_files(lake_dir, [table]):
-        if f.env in envs and run_id in f.runs:
-            data = lakefs.read_table(f.path, filters=[("run_id", "=", run_id)])
-            rows += [{**row, "env": f.env} for row in data.to_pylist()]
-    return rows
+    data = delta.read(lake, table, sorted(envs), {run_id})
+    return data.drop_columns(["period"]).to_pylist()

@@ -26,6 +26,7 @@ from yardstick.flows.outcome import EnvOutcome
 from yardstick.flows.plan import PHASES
 from yardstick.settings.config import Environment
 from yardstick.settings.profiles import Profile
+from yardstick.storage.lakefs import Lake
 from yardstick.tasks.base import Family, RunContext, unit_kind, utc_now
 
 
@@ -52,7 +53,7 @@ def measure_units(
     env: Environment,
     profile: Profile,
     run_id: str,
-    lake_dir: str,
+    lake: Lake,
     host_group: str,
     context: RunContext,
     families_of: Callable[[Environment], list[Family]],
@@ -101,7 +102,7 @@ def measure_units(
                             profile,
                             context,
                             run_id,
-                            lake_dir,
+                            lake,
                             unreachable[unit.name],
                             plain=plain,
                         )
@@ -116,11 +117,11 @@ def measure_units(
     if shape is not None and shape.problems:
         run_logger().warning("%s: %s", env.name, "; ".join(shape.problems))
     members = [
-        record_run(unit, profile, run_id, lake_dir, host_group, started_at, start, steps[unit.name])
+        record_run(unit, profile, run_id, lake, host_group, started_at, start, steps[unit.name])
         for unit in units[1:]
     ]
     whole = steps[units[0].name]
     if members:
         whole.append(members_step(members, started_at))
-    outcome = record_run(units[0], profile, run_id, lake_dir, host_group, started_at, start, whole)
+    outcome = record_run(units[0], profile, run_id, lake, host_group, started_at, start, whole)
     return outcome.model_copy(update={"members": members})

@@ -31,8 +31,8 @@ from urllib.parse import unquote
 
 from deltalake.exceptions import CommitFailedError
 
-from yardstick.storage import derived, lake, lakefs, migrate
-from yardstick.storage.lakefs import ObjectPath
+from yardstick.storage import delta, derived, lakefs, migrate
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.lakelock import LAKE_BUSY, lake_lock
 from yardstick.storage.schemas import DETAIL_TABLES, TABLES
 
@@ -93,7 +93,7 @@ SWEEP_ALL_WITHIN_MIN = 5
 
 
 def compact(
-    lake_dir: str | Path,
+    lake: Lake,
     min_files: int = 2,
     tables: list[str] | None = None,
     envs: list[str] | None = None,
@@ -112,28 +112,28 @@ def compact(
     the log checkpointed and trimmed."""
     start = time.perf_counter()
     report = CompactionReport()
-    with lake_lock(lake_dir) as held:
+    with lake_lock(lake) as held:
         if not held:
             report.skipped = LAKE_BUSY
             return report
         merged: list[str] = []
-        if migrate.needed(lake_dir):
-            report.migrated = migrate.migrate(lake_dir, locked=True).summary()
+        if migrate.needed(lake):
+            report.migrated = migrate.migrate(lake, locked=True).summary()
         for table in tables or list(TABLES):
             if table in DETAIL_TABLES:
                 continue
-            if _compact_table(lake_dir, table, min_files, envs, vacuum_hours, small_bytes, report):
+            if _compact_table(lake, table, min_files, envs, vacuum_hours, small_bytes, report):
                 merged.append(table)
         if vacuum_hours is None and (small_bytes is not None or envs is None):
             # What a pass replaced goes once the margin has passed: the tables a collection's
             # pass merged at each pass, every table (the nightly pass's files too) at the
             # nightly pass and at the first collection pass of each hour.
             hourly = envs is None or time.gmtime().tm_min < SWEEP_ALL_WITHIN_MIN
-            for table in lake.tables_present(lake_dir) if hourly else merged:
-                _sweep_table(lake_dir, table, reader_margin_s, report)
+            for table in delta.tables_present(lake) if hourly else merged:
+                _sweep_table(lake, table, reader_margin_s, report)
         if envs is None:
             # The nightly pass: the marts of closed days the warehouse keeps in the lake.
-            files_in, files_out, deleted = derived.compact(lake_dir, vacuum_hours)
+            files_in, files_out, deleted = derived.compact(lake, vacuum_hours)
             report.files_in += files_in
             report.files_out += files_out
             report.files_vacuumed += deleted
@@ -142,7 +142,7 @@ def compact(
 
 
 def _compact_table(
-    lake_dir: str | Path,
+    lake: Lake,
     table: str,
     min_files: int,
     envs: list[str] | None,
@@ -152,17 +152,17 @@ def _compact_table(
 ) -> bool:
     """One table: optimize its crowded partitions in one commit, then vacuum and checkpoint;
     whether it merged files."""
-    dt = lake.open_table(lake_dir, table)
+    dt = lake.table(table)
     if dt is None:
         return False
     _configure(dt)
     counts: dict[tuple[str, str], int] = {}
-    for f in lake.data_files(lake_dir, table, envs, dt=dt):
+    for f in delta.data_files(lake, table, envs, dt=dt):
         if small_bytes is not None and (f.size_bytes >= small_bytes or f.min_run != f.max_run):
             continue  # a collection's pass counts the landings waiting, not merged files
         counts[(f.env, f.period)] = counts.get((f.env, f.period), 0) + 1
     crowded = sorted(key for key, n in counts.items() if n >= max(2, min_files))
-    root = lake.table_root(lake_dir, table)
+    root = lake.path(table)
     if crowded:
         chosen_envs = sorted({env for env, _ in crowded})
         chosen_periods = sorted({period for _, period in crowded})
@@ -185,7 +185,7 @@ def _compact_table(
         report.files_out += metrics.get("numFilesAdded", 0)
         report.rows += sum(
             f.rows
-            for f in lake.data_files(lake_dir, table, chosen_envs, dt=dt)
+            for f in delta.data_files(lake, table, chosen_envs, dt=dt)
             if (f.env, f.period) in set(crowded)
         )
     if small_bytes is not None and vacuum_hours is None:
@@ -211,23 +211,21 @@ def _compact_table(
 
 
 def _configure(dt) -> None:
-    """Bring a table created with older settings to lake.TABLE_CONFIG (one commit, once)."""
+    """Bring a table created with older settings to delta.TABLE_CONFIG (one commit, once)."""
     current = dt.metadata().configuration
-    changed = {k: v for k, v in lake.TABLE_CONFIG.items() if current.get(k) != v}
+    changed = {k: v for k, v in delta.TABLE_CONFIG.items() if current.get(k) != v}
     if changed:
         dt.alter.set_table_properties(changed, raise_if_not_exists=False)
 
 
-def _sweep_table(
-    lake_dir: str | Path, table: str, margin_s: float, report: CompactionReport
-) -> None:
+def _sweep_table(lake: Lake, table: str, margin_s: float, report: CompactionReport) -> None:
     """Delete the table's replaced files no version of the last `margin_s` seconds names (a
     reader that listed its snapshot within the margin keeps them); checkpoint a long log and
     delete log entries past the log retention. Nothing is committed when nothing is due."""
-    dt = lake.open_table(lake_dir, table)
+    dt = lake.table(table)
     if dt is None:
         return
-    root = lake.table_root(lake_dir, table)
+    root = lake.path(table)
     keep = _deletions_due(dt, margin_s)
     if keep is not None:
         with lakefs.storage_errors("vacuum", root):
@@ -239,7 +237,7 @@ def _sweep_table(
             )
             # The log keeps a removed file's tombstone for an hour after vacuum deleted it:
             # vacuum only (two commits) when one of them is still on disk.
-            present = [path for path in due if lakefs.exists(root / unquote(path))]
+            present = [path for path in due if lakefs.exists(lakefs.join(root, unquote(path)))]
             if present:
                 dt.vacuum(
                     retention_hours=0,
@@ -250,7 +248,7 @@ def _sweep_table(
                 report.files_vacuumed += len(present)
     if dt.version() - _last_checkpoint(root) >= CHECKPOINT_AFTER_COMMITS:
         with lakefs.storage_errors("checkpoint", root):
-            dt = lake.open_table(lake_dir, table)
+            dt = lake.table(table)
             dt.create_checkpoint()
             dt.cleanup_metadata()
 
@@ -298,15 +296,15 @@ def _deletions_due(dt, margin_s: float) -> list[int] | None:
     return None
 
 
-def _last_checkpoint(root) -> int:
+def _last_checkpoint(root: str) -> int:
     """The version of the table's last checkpoint (-1 without one)."""
-    path = root / "_delta_log" / "_last_checkpoint"
+    path = lakefs.join(root, "_delta_log", "_last_checkpoint")
     try:
-        if isinstance(path, ObjectPath):
+        if lakefs.is_remote(path):
             with lakefs.storage_errors("reading", path):
-                text = lakefs.filesystem().cat_file(str(path))
+                text = lakefs.filesystem().cat_file(path)
         else:
-            text = path.read_bytes()
+            text = Path(path).read_bytes()
         return int(json.loads(text)["version"])
     except (FileNotFoundError, KeyError, ValueError):
         return -1

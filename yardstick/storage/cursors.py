@@ -5,7 +5,7 @@ What has landed is the truth, not a process's memory: a collection is a process 
 every 5 minutes, servers restart, a site's machine is replaced. The cursors come from one run
 per table: the newest run with a row in it that is
 
-- complete (its `runs` row has landed: lake.COMPLETES_A_RUN): a collection killed after
+- complete (its `runs` row has landed: delta.COMPLETES_A_RUN): a collection killed after
   landing its entries but before its runs row is never loaded by the warehouse, so a cursor
   moved by it would leave those entries out for good;
 - started before the collecting run (its run id sorts lower): the warehouse loads runs in
@@ -36,8 +36,8 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 
-from yardstick.storage import lake, lakefs
-from yardstick.storage.lakefs import LakePath
+from yardstick.storage import delta
+from yardstick.storage.lakefs import Lake
 from yardstick.tasks.base import Landed
 
 log = logging.getLogger(__name__)
@@ -48,18 +48,18 @@ PERIODS_READ = 2
 ATTEMPTS = 2
 
 
-def reader(lake_dir: str | LakePath, before_run_id: str) -> Callable[[str], Landed]:
+def reader(lake: Lake, before_run_id: str) -> Callable[[str], Landed]:
     """Environment name -> what the lake holds of its collections (complete runs started
     before `before_run_id`), read once per environment: the run's families share it."""
     read: dict[str, Landed] = {}
-    listing = Listing(lakefs.lake_root(lake_dir))
+    listing = Listing(lake)
 
     def landed(env: str) -> Landed:
         """What the lake holds of `env`'s collections."""
         found = read.get(env)
         if found is None:
             # Without a lock: one environment is collected by one thread at a time.
-            found = read.setdefault(env, read_landed(lake_dir, env, before_run_id, listing))
+            found = read.setdefault(env, read_landed(lake, env, before_run_id, listing))
         return found
 
     return landed
@@ -69,16 +69,16 @@ class Listing:
     """Each cursor table's data files, read from its log once for a whole collection (every
     environment's cursors come from the same table versions, one log replay per table)."""
 
-    def __init__(self, root: LakePath) -> None:
-        self.root = root
-        self.files: dict[str, list[lake.LakeFile]] = {}
+    def __init__(self, lake: Lake) -> None:
+        self.lake = lake
+        self.files: dict[str, list[delta.LakeFile]] = {}
         self.lock = threading.Lock()
 
-    def of(self, table: str, env: str) -> list[lake.LakeFile]:
+    def of(self, table: str, env: str) -> list[delta.LakeFile]:
         """The table's data files of one environment."""
         with self.lock:
             if table not in self.files:
-                self.files[table] = lake.data_files(self.root, table)
+                self.files[table] = delta.data_files(self.lake, table)
             return [f for f in self.files[table] if f.env == env]
 
     def forget(self) -> None:
@@ -87,12 +87,10 @@ class Listing:
             self.files.clear()
 
 
-def read_landed(
-    lake_dir: str | LakePath, env: str, before_run_id: str, listing: Listing | None = None
-) -> Landed:
+def read_landed(lake: Lake, env: str, before_run_id: str, listing: Listing | None = None) -> Landed:
     """The SLOWLOG and LATENCY HISTORY cursors of one environment; an empty Landed (with the
     reason) when the lake cannot be read."""
-    listing = listing or Listing(lakefs.lake_root(lake_dir))
+    listing = listing or Listing(lake)
     for attempt in range(ATTEMPTS):
         try:
             return _read(listing, env, before_run_id)
@@ -116,7 +114,7 @@ def _one_line(exc: BaseException) -> str:
 
 def _read(listing: Listing, env: str, before_run_id: str) -> Landed:
     """Landed from the newest complete run of each cursor table."""
-    complete = _Complete(listing.of(lake.COMPLETES_A_RUN, env))
+    complete = _Complete(listing.of(delta.COMPLETES_A_RUN, env))
     slowlog = _newest_rows(listing, "slowlog_collections", env, before_run_id, complete)
     latency = _newest_rows(listing, "latency_latest", env, before_run_id, complete)
     ids: dict[str, int] = {}
@@ -143,13 +141,13 @@ def _read(listing: Listing, env: str, before_run_id: str) -> Landed:
     )
 
 
-def _runs_in(f: lake.LakeFile, opened: dict[lake.LakePath, frozenset[str]]) -> frozenset[str]:
+def _runs_in(f: delta.LakeFile, opened: dict[str, frozenset[str]]) -> frozenset[str]:
     """The runs a data file holds: its statistics when they name one run, else its run_id
     column (read once)."""
     if f.min_run and f.min_run == f.max_run:
         return frozenset((f.min_run,))
     if f.path not in opened:
-        opened[f.path] = frozenset(lake.run_ids_of(f))
+        opened[f.path] = frozenset(delta.run_ids_of(f))
     return opened[f.path]
 
 
@@ -157,12 +155,12 @@ class _Complete:
     """Whether a run of one environment counts (its `runs` row has landed), from the runs
     files' statistics; a file is opened only when its range holds several runs."""
 
-    def __init__(self, files: list[lake.LakeFile]) -> None:
+    def __init__(self, files: list[delta.LakeFile]) -> None:
         self.files = files
-        self.opened: dict[lake.LakePath, frozenset[str]] = {}
+        self.opened: dict[str, frozenset[str]] = {}
 
     def __call__(self, run_id: str) -> bool:
-        period = lake.run_period(run_id)
+        period = delta.run_period(run_id)
         return any(
             run_id in _runs_in(f, self.opened)
             for f in self.files
@@ -179,13 +177,13 @@ def _newest_rows(
 ) -> tuple[str, list[dict]] | None:
     """(run id, rows) of the newest complete run before `before_run_id` with rows in `table`
     (in the environment's newest two periods), or None."""
-    own = lake.run_period(before_run_id)
+    own = delta.run_period(before_run_id)
     files = [f for f in listing.of(table, env) if f.period <= own and f.min_run < before_run_id]
     periods = set(sorted({f.period for f in files}, reverse=True)[:PERIODS_READ])
     # Newest first by the highest run a file may hold: once that is below the newest complete
     # run found, no later file can hold a newer one.
     files = sorted((f for f in files if f.period in periods), key=lambda f: f.max_run, reverse=True)
-    opened: dict[lake.LakePath, frozenset[str]] = {}
+    opened: dict[str, frozenset[str]] = {}
     newest: str | None = None
     for f in files:
         if newest is not None and f.max_run < newest:
@@ -201,5 +199,5 @@ def _newest_rows(
     holders = [
         f for f in files if f.min_run <= newest <= f.max_run and newest in _runs_in(f, opened)
     ]
-    rows = [row for f in holders for row in lake.read_file(f, run_ids={newest}).to_pylist()]
+    rows = [row for f in holders for row in delta.read_file(f, run_ids={newest}).to_pylist()]
     return newest, rows

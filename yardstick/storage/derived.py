@@ -24,7 +24,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from yardstick.storage import lake, lakefs
+from yardstick.storage import delta, lakefs
+from yardstick.storage.lakefs import Lake
 
 log = logging.getLogger(__name__)
 
@@ -112,18 +113,16 @@ def _export_select(mart: str, after_day: str, through_day: str, checkpoint: str)
     )
 
 
-def _write(lake_dir: lakefs.LakePath, name: str, data: pa.Table) -> None:
+def _write(lake: Lake, name: str, data: pa.Table) -> None:
     """Append rows to a derived table (one Delta commit), replacing a table whose schema the
     rows no longer fit (its rows belong to models that changed: no valid checkpoint reads them)."""
     from deltalake import write_deltalake
 
-    root = lake.table_root(lake_dir, _table(name))
-    if isinstance(root, Path):
-        root.mkdir(parents=True, exist_ok=True)
-    options = lakefs.storage_options(root)
-    uri = lake.table_uri(lake_dir, _table(name))
+    uri = lake.path(_table(name))
+    if not lake.remote:
+        Path(uri).mkdir(parents=True, exist_ok=True)
     partition = ["period"] if "period" in data.column_names else None
-    with lakefs.storage_errors("commit", root):
+    with lakefs.storage_errors("commit", uri):
         for mode in ("append", "overwrite"):
             try:
                 write_deltalake(
@@ -132,8 +131,8 @@ def _write(lake_dir: lakefs.LakePath, name: str, data: pa.Table) -> None:
                     mode=mode,
                     partition_by=partition,
                     schema_mode="merge" if mode == "append" else "overwrite",
-                    configuration=lake.TABLE_CONFIG,
-                    storage_options=options,
+                    configuration=delta.TABLE_CONFIG,
+                    storage_options=lake.storage_options,
                 )
                 return
             except Exception as exc:
@@ -145,7 +144,7 @@ def _write(lake_dir: lakefs.LakePath, name: str, data: pa.Table) -> None:
 
 def export(
     con: duckdb.DuckDBPyConnection,
-    lake_dir: lakefs.LakePath,
+    lake: Lake,
     parent: str,
     after_day: str,
     through_day: str,
@@ -175,10 +174,10 @@ def export(
             _export_select(mart, after_day, through_day, checkpoint.checkpoint)
         ).to_arrow_table()
         if data.num_rows:
-            _write(lake_dir, mart, data)
+            _write(lake, mart, data)
             rows += data.num_rows
     manifest = pa.Table.from_pylist([checkpoint.__dict__])
-    _write(lake_dir, MANIFEST, manifest)
+    _write(lake, MANIFEST, manifest)
     log.info(
         "derived days %s..%s kept in the lake: %d runs, %d rows (%.1f s)",
         after_day,
@@ -190,9 +189,9 @@ def export(
     return checkpoint
 
 
-def checkpoints(lake_dir: lakefs.LakePath) -> list[Checkpoint]:
+def checkpoints(lake: Lake) -> list[Checkpoint]:
     """Every manifest row in the lake."""
-    dt = lake.open_table(lake_dir, _table(MANIFEST))
+    dt = lake.table(_table(MANIFEST))
     if dt is None:
         return []
     names = Checkpoint.__dataclass_fields__
@@ -203,7 +202,7 @@ def checkpoints(lake_dir: lakefs.LakePath) -> list[Checkpoint]:
 
 
 def chain(
-    lake_dir: lakefs.LakePath,
+    lake: Lake,
     complete: set[tuple[str, str]],
     models_digest: str,
     schema_version: int,
@@ -215,7 +214,7 @@ def chain(
         by_day.setdefault(run[:8], []).append((env, run))
     days = sorted(by_day)
     valid: dict[str, list[Checkpoint]] = {}
-    for cp in checkpoints(lake_dir):
+    for cp in checkpoints(lake):
         if cp.models_digest != models_digest or cp.schema_version != schema_version:
             continue
         # The lake's runs of its days (a year of 5-minute collections: grouped by day once).
@@ -234,17 +233,17 @@ def chain(
     return found
 
 
-def _files(lake_dir: lakefs.LakePath, name: str) -> list[str]:
+def _files(lake: Lake, name: str) -> list[str]:
     """The data files of a derived table's current version."""
-    dt = lake.open_table(lake_dir, _table(name))
+    dt = lake.table(_table(name))
     return dt.file_uris() if dt is not None else []
 
 
-def load(con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath, found: list[Checkpoint]) -> int:
+def load(con: duckdb.DuckDBPyConnection, lake: Lake, found: list[Checkpoint]) -> int:
     """Insert the chain's rows into the warehouse's (empty) marts; the rows inserted."""
     if not found:
         return 0
-    if isinstance(lake_dir, lakefs.ObjectPath):
+    if lake.remote:
         lakefs.register(con)
     position = pa.table(
         {
@@ -258,7 +257,7 @@ def load(con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath, found: list[
         for mart in mart_tables(con):
             # Oldest period first (the partition folders sort by month), each period's rows
             # as they were appended: the marts stay in time order (zone maps) with no sort.
-            files = sorted(_files(lake_dir, mart))
+            files = sorted(_files(lake, mart))
             if not files:
                 continue
             listing = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
@@ -284,12 +283,15 @@ def load(con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath, found: list[
     return rows
 
 
-def tables_present(lake_dir: lakefs.LakePath) -> list[str]:
+def tables_present(lake: Lake) -> list[str]:
     """The derived tables in the lake (the manifest last)."""
-    root = lakefs.lake_root(lake_dir) / ROOT
-    if not lakefs.exists(root):
-        return []
-    names = [n for n in lakefs.list_names(root) if "_delta_log" in lakefs.list_names(root / n)]
+    # A listing, not exists(): on S3 a folder is a prefix, no object a HEAD would find.
+    root = lake.path(ROOT)
+    names = [
+        n
+        for n in lakefs.list_names(root)
+        if "_delta_log" in lakefs.list_names(lakefs.join(root, n))
+    ]
     return sorted(names, key=lambda n: (n == MANIFEST, n))
 
 
@@ -310,20 +312,20 @@ def stale(found: list[Checkpoint], now: datetime | None = None) -> set[str]:
     return gone | {cp.checkpoint for cp in current if best[(cp.parent, cp.through_day)] != cp}
 
 
-def compact(lake_dir: lakefs.LakePath, vacuum_hours: int | None = None) -> tuple[int, int, int]:
+def compact(lake: Lake, vacuum_hours: int | None = None) -> tuple[int, int, int]:
     """The nightly pass over the derived tables: drop the rows of stale checkpoints, merge
     each period's files into one, vacuum and checkpoint the log (the lake's file count stays
     bounded: one file per mart and month). Returns (files in, files out, files deleted)."""
-    found = checkpoints(lake_dir)
+    found = checkpoints(lake)
     gone = stale(found)
     named = {cp.checkpoint for cp in found}
     day_old = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y%m%dT%H%M%S")
     files_in = files_out = deleted = 0
-    for name in tables_present(lake_dir):
-        dt = lake.open_table(lake_dir, _table(name))
+    for name in tables_present(lake):
+        dt = lake.table(_table(name))
         if dt is None:
             continue
-        root = lake.table_root(lake_dir, _table(name))
+        root = lake.path(_table(name))
         with lakefs.storage_errors("optimize", root):
             if name == MANIFEST:
                 if gone:

@@ -1,8 +1,10 @@
 """Where the lake lives: a local folder (the default) or a prefix on S3-compatible storage.
 
-Every lake function (lake.write/read/data_files, compaction.compact, retention.apply,
-warehouse.update/build, preflight.check_writable) takes `lake_dir` as a local path or as
-`s3://bucket/prefix`.
+The lake is one value, `Lake` (its URI and delta-rs's storage options), made once where a
+location enters the tool (the flows' `lake_dir` parameter, the CLI, the environments file)
+and passed down to every lake function (delta.write/read/data_files, compaction.compact,
+retention.apply, warehouse.update/build, preflight.check_writable). Paths inside it are
+strings: an absolute local path, or an s3:// URL.
 
 Endpoint, region and credentials come from the environment only, read by botocore itself:
 AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN (or AWS_PROFILE, an instance
@@ -11,7 +13,7 @@ an S3-compatible server (botocore >= 1.31 honours both; s3fs passes them through
 here reads, stores, logs or prints them: not in Parquet footers, not in DuckDB, not in the
 one-line errors (see `describe_error`).
 
-The lake's tables are Delta tables (yardstick/storage/lake.py): delta-rs writes and commits
+The lake's tables are Delta tables (yardstick/storage/delta.py): delta-rs writes and commits
 them through its own object store, given `storage_options` (conditional put by ETag, so two
 writers committing the same version never overwrite each other: one retries on top of the
 other). This module keeps what the tool itself needs around them: the lake's root, reading
@@ -30,7 +32,8 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -43,116 +46,90 @@ if TYPE_CHECKING:
 _URL = re.compile(r"^(s3a?):/+(.*)$")
 
 
-class ObjectPath:
-    """A key on object storage, with the part of pathlib's API the lake code uses
-    (`/`, name, stem, parent, parents, with_name, relative_to). str() is its URL."""
+@dataclass(frozen=True)
+class Lake:
+    """The lake: where it lives (`uri`: an absolute folder, or s3://bucket/prefix) and the
+    options delta-rs opens its tables with. Made once at the edge (`Lake.at`), passed down."""
 
-    __slots__ = ("scheme", "key")
+    uri: str
+    storage_options: dict[str, str] | None = field(default=None, compare=False, repr=False)
 
-    def __init__(self, url: str) -> None:
-        match = _URL.match(url)
+    @classmethod
+    def at(cls, location: str | os.PathLike | Lake) -> Lake:
+        """The lake at a folder or an s3:// URL (credentials in the URL are refused)."""
+        if isinstance(location, Lake):
+            return location
+        match = _URL.match(str(location))
         if not match:
-            raise ValueError("not an s3:// URL")
+            return cls(str(Path(location).resolve()))
         bucket_and_key = match.group(2)
         if "@" in bucket_and_key.split("/", 1)[0]:
             # Never echo the URL: it would hold a secret.
             raise ValueError("credentials in an s3:// URL are refused: use the environment")
-        self.scheme = "s3"
-        self.key = "/".join(part for part in bucket_and_key.split("/") if part)
-        if not self.key:
+        key = "/".join(part for part in bucket_and_key.split("/") if part)
+        if not key:
             raise ValueError("an s3:// URL needs a bucket")
-
-    @classmethod
-    def _of(cls, scheme: str, key: str) -> ObjectPath:
-        path = object.__new__(cls)
-        path.scheme, path.key = scheme, key
-        return path
+        return cls(f"s3://{key}", _s3_options())
 
     def __str__(self) -> str:
-        return f"{self.scheme}://{self.key}"
-
-    def __repr__(self) -> str:
-        return f"ObjectPath({str(self)!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ObjectPath) and (self.scheme, self.key) == (
-            other.scheme,
-            other.key,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.scheme, self.key))
-
-    def __lt__(self, other: ObjectPath) -> bool:
-        return self.key < other.key
-
-    def __truediv__(self, other: str | PurePosixPath) -> ObjectPath:
-        extra = [part for part in str(other).split("/") if part]
-        return ObjectPath._of(self.scheme, "/".join([self.key, *extra]))
+        return self.uri
 
     @property
-    def bucket(self) -> str:
-        return self.key.split("/", 1)[0]
+    def remote(self) -> bool:
+        """True for an S3 lake."""
+        return self.uri.startswith("s3://")
 
     @property
-    def prefix(self) -> str:
-        """The key inside the bucket ('' for the bucket itself)."""
-        return self.key.partition("/")[2]
+    def folder(self) -> Path:
+        """A local lake's folder (an S3 lake has none)."""
+        if self.remote:
+            raise ValueError(f"{self.uri}: an S3 lake has no local folder")
+        return Path(self.uri)
 
-    @property
-    def name(self) -> str:
-        return self.key.rsplit("/", 1)[-1]
+    def path(self, *parts: str) -> str:
+        """A file or folder of the lake, by its parts below the root (a path or a URL)."""
+        return join(self.uri, *parts)
 
-    @property
-    def stem(self) -> str:
-        name = self.name
-        return name.rsplit(".", 1)[0] if "." in name[1:] else name
+    def table(self, name: str):
+        """The table's DeltaTable (its latest version), or None when nothing landed in it yet."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
 
-    @property
-    def parent(self) -> ObjectPath:
-        if "/" not in self.key:
-            return self
-        return ObjectPath._of(self.scheme, self.key.rsplit("/", 1)[0])
-
-    @property
-    def parents(self) -> tuple[ObjectPath, ...]:
-        found: list[ObjectPath] = []
-        path = self
-        while "/" in path.key:
-            path = path.parent
-            found.append(path)
-        return tuple(found)
-
-    def joinpath(self, *parts: str) -> ObjectPath:
-        path = self
-        for part in parts:
-            path = path / part
-        return path
-
-    def with_name(self, name: str) -> ObjectPath:
-        return self.parent / name
-
-    def relative_to(self, other: ObjectPath) -> PurePosixPath:
-        if not self.key.startswith(other.key + "/"):
-            raise ValueError(f"{self} is not under {other}")
-        return PurePosixPath(self.key[len(other.key) + 1 :])
+        uri = self.path(name)
+        if not self.remote and not os.path.isdir(join(uri, "_delta_log")):
+            return None
+        try:
+            with storage_errors("reading the table log", uri):
+                return DeltaTable(uri, storage_options=self.storage_options)
+        except TableNotFoundError:
+            return None
 
 
-LakePath = Path | ObjectPath
+def join(path: str, *parts: str) -> str:
+    """`path` with `parts` below it, "/"-joined (empty parts dropped)."""
+    extra = [p for part in parts for p in str(part).split("/") if p]
+    return "/".join([path.rstrip("/"), *extra]) if extra else path
 
 
-def is_remote(lake_dir: str | os.PathLike | ObjectPath) -> bool:
-    """True for an s3:// lake."""
-    return isinstance(lake_dir, ObjectPath) or bool(_URL.match(str(lake_dir)))
+def parent(path: str) -> str:
+    """The folder holding `path`."""
+    return path.rstrip("/").rsplit("/", 1)[0]
 
 
-def lake_root(lake_dir: str | os.PathLike | ObjectPath) -> LakePath:
-    """The lake's root: an ObjectPath for s3://bucket/prefix, else a local Path."""
-    if isinstance(lake_dir, ObjectPath):
-        return lake_dir
-    if is_remote(lake_dir):
-        return ObjectPath(str(lake_dir))
-    return Path(lake_dir)
+def name(path: str) -> str:
+    """The last part of `path`."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def is_remote(path: str | os.PathLike | Lake) -> bool:
+    """True for an s3:// lake or a path in one."""
+    return isinstance(path, Lake) and path.remote or bool(_URL.match(str(path)))
+
+
+def _split(url: str) -> tuple[str, str]:
+    """(bucket, key) of an s3:// URL."""
+    bucket, _, key = url.removeprefix("s3://").partition("/")
+    return bucket, key
 
 
 # --- the S3 filesystem -------------------------------------------------------------------
@@ -243,12 +220,10 @@ def _object_store_error(exc: BaseException) -> bool:
     return "S3 error" in text or "Object at location" in text or "error sending request" in text
 
 
-def storage_options(root: LakePath) -> dict[str, str] | None:
-    """delta-rs's options for the lake's tables: none locally; on S3 a conditional put by ETag
-    for commits (S3 since 2024, moto too), plain HTTP when the endpoint is http://, and
-    AWS_ENDPOINT_URL_S3 passed on (delta-rs reads the other AWS_* variables itself)."""
-    if not isinstance(root, ObjectPath):
-        return None
+def _s3_options() -> dict[str, str]:
+    """delta-rs's options for an S3 lake's tables: a conditional put by ETag for commits (S3
+    since 2024, moto too), plain HTTP when the endpoint is http://, and AWS_ENDPOINT_URL_S3
+    passed on (delta-rs reads the other AWS_* variables itself; no credential is kept here)."""
     options = {"conditional_put": "etag"}
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
     if endpoint:
@@ -258,67 +233,70 @@ def storage_options(root: LakePath) -> dict[str, str] | None:
     return options
 
 
-def exists(path: LakePath) -> bool:
+def exists(path: str) -> bool:
     """Whether a file exists (on S3 one HEAD request: not s3fs's exists(), which also lists
     the key as a folder when it is missing)."""
-    if isinstance(path, ObjectPath):
+    if is_remote(path):
+        bucket, key = _split(path)
         try:
             with storage_errors("HEAD", path):
-                filesystem().call_s3("head_object", Bucket=path.bucket, Key=path.prefix)
+                filesystem().call_s3("head_object", Bucket=bucket, Key=key)
         except FileNotFoundError:
             return False
         return True
-    return path.exists()
+    return os.path.exists(path)
 
 
-def list_names(folder: LakePath) -> list[str]:
+def list_names(folder: str) -> list[str]:
     """Names of the entries directly in `folder` ([] when it does not exist)."""
-    if isinstance(folder, ObjectPath):
+    if is_remote(folder):
         try:
             with storage_errors("listing", folder):
-                names = filesystem().ls(str(folder), detail=False)
+                names = filesystem().ls(folder, detail=False)
             return [p.rsplit("/", 1)[-1] for p in names]
         except FileNotFoundError:
             return []
-    return os.listdir(folder) if folder.is_dir() else []
+    return os.listdir(folder) if os.path.isdir(folder) else []
 
 
-def read_schema(path: ObjectPath) -> pa.Schema:
-    """A remote Parquet file's schema (its footer: one ranged GET after a HEAD)."""
+def read_schema(path: str) -> pa.Schema:
+    """A Parquet file's schema (remote: its footer, one ranged GET after a HEAD)."""
+    if not is_remote(path):
+        return pq.read_schema(path)
     fs = filesystem()
     with storage_errors("reading", path):
-        with fs.open(str(path), "rb", block_size=2**16, cache_type="readahead") as f:
+        with fs.open(path, "rb", block_size=2**16, cache_type="readahead") as f:
             return pq.read_schema(f)
 
 
-def read_table(path: LakePath, **kwargs: Any) -> pa.Table:
+def read_table(path: str, **kwargs: Any) -> pa.Table:
     """A lake file's rows, local or remote (one GET of the whole object); keyword arguments go
     to pyarrow.parquet.read_table (columns=, filters=...)."""
-    if isinstance(path, ObjectPath):
+    if is_remote(path):
         with storage_errors("reading", path):
-            blob = filesystem().cat_file(str(path))
+            blob = filesystem().cat_file(path)
         return pq.read_table(pa.BufferReader(blob), **kwargs)
     return pq.read_table(path, **kwargs)
 
 
-def delete_many(paths: list[LakePath]) -> None:
+def delete_many(paths: list[str]) -> None:
     """Delete files; missing ones are no error (on S3: DeleteObjects, 1,000 keys a request)."""
-    remote = [str(p) for p in paths if isinstance(p, ObjectPath)]
+    remote = [p for p in paths if is_remote(p)]
     if remote:
         with storage_errors("deleting", remote[0]):
             filesystem().rm(remote)
     for path in paths:
-        if not isinstance(path, ObjectPath):
-            path.unlink(missing_ok=True)
+        if not is_remote(path):
+            Path(path).unlink(missing_ok=True)
 
 
-def delete(path: LakePath) -> None:
+def delete(path: str) -> None:
     """Delete a file; a missing one is no error."""
-    if isinstance(path, ObjectPath):
+    if is_remote(path):
         with contextlib.suppress(FileNotFoundError), storage_errors("deleting", path):
-            filesystem().rm_file(str(path))
+            filesystem().rm_file(path)
         return
-    path.unlink(missing_ok=True)
+    Path(path).unlink(missing_ok=True)
 
 
 # A compaction or retention pass on an S3 lake holds this object (written only if absent) for
@@ -328,7 +306,7 @@ LEASE_S = 3600.0
 
 
 @contextlib.contextmanager
-def lease(root: ObjectPath, owner: str) -> Iterator[bool]:
+def lease(lake: Lake, owner: str) -> Iterator[bool]:
     """Hold the lake-wide lease of an S3 lake if free (yield True), else yield False. Needed
     because delta-rs's conflict check does not refuse two optimizes (or an optimize and a
     delete) that removed the same files from two stale snapshots: both would commit, and the
@@ -337,26 +315,26 @@ def lease(root: ObjectPath, owner: str) -> Iterator[bool]:
     import json
 
     fs = filesystem()
-    key = str(root / LEASE)
+    key = lake.path(LEASE)
     mine = json.dumps({"owner": owner, "token": secrets.token_hex(8), "until": 0.0})
     for _ in range(2):
         body = json.loads(mine)
         body["until"] = time.time() + LEASE_S
         mine = json.dumps(body)
         try:
-            with storage_errors("taking the lake's lease", root):
+            with storage_errors("taking the lake's lease", lake):
                 fs.pipe_file(key, mine.encode(), mode="create")
             break
         except FileExistsError:
             try:
-                with storage_errors("reading the lake's lease", root):
+                with storage_errors("reading the lake's lease", lake):
                     held = json.loads(fs.cat_file(key))
             except FileNotFoundError:
                 continue  # released meanwhile: try again
             if float(held.get("until", 0)) > time.time():
                 yield False
                 return
-            delete(root / LEASE)  # expired: its holder died; take it over
+            delete(key)  # expired: its holder died; take it over
     else:
         yield False
         return
@@ -368,12 +346,12 @@ def lease(root: ObjectPath, owner: str) -> Iterator[bool]:
                 fs.rm_file(key)
 
 
-def lease_owner(root: ObjectPath) -> str:
+def lease_owner(lake: Lake) -> str:
     """Who holds the lake's lease, as its holder wrote it ('another machine' when unreadable)."""
     import json
 
     try:
-        held = json.loads(filesystem().cat_file(str(root / LEASE)))
+        held = json.loads(filesystem().cat_file(lake.path(LEASE)))
         until = time.strftime("%H:%M:%S", time.gmtime(float(held["until"])))
         return f"{held['owner']}, its lease until {until} UTC"
     except Exception:  # gone meanwhile, or not ours to read: the pass is skipped all the same
@@ -426,13 +404,13 @@ def describe_error(exc: BaseException) -> str:
     return name
 
 
-def probe(root: ObjectPath) -> None:
+def probe(lake: Lake) -> None:
     """Write and delete a small object under the lake; raise OSError(reason) if that fails
     (reason from describe_error: no endpoint, no credential)."""
     fs = filesystem(probe=True)
-    key = root / f".yardstick-probe-{secrets.token_hex(4)}"
+    key = lake.path(f".yardstick-probe-{secrets.token_hex(4)}")
     try:
-        fs.pipe_file(str(key), b"probe")
-        fs.rm_file(str(key))
+        fs.pipe_file(key, b"probe")
+        fs.rm_file(key)
     except Exception as exc:  # botocore and aiohttp errors are not all OSErrors
         raise OSError(describe_error(exc)) from None

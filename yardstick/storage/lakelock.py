@@ -20,7 +20,7 @@ from pathlib import Path
 
 from yardstick import locks
 from yardstick.storage import lakefs
-from yardstick.storage.lakefs import ObjectPath
+from yardstick.storage.lakefs import Lake
 
 log = logging.getLogger(__name__)
 
@@ -29,51 +29,50 @@ log = logging.getLogger(__name__)
 LAKE_BUSY = "another run holds the lake's lock (compacting it, or updating a warehouse from it)"
 
 
-def lock_file(root: lakefs.LakePath) -> Path:
+def lock_file(lake: Lake) -> Path:
     """The lake's lock file: inside a local lake; for an S3 lake a machine-wide file named
     after the lake's URL (yardstick/locks.machine_dir), so it keeps apart passes on this
     machine only."""
-    if isinstance(root, ObjectPath):
-        digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+    if lake.remote:
+        digest = hashlib.sha256(lake.uri.encode()).hexdigest()[:16]
         return locks.machine_dir() / f"lake-{digest}.lock"
-    root.mkdir(parents=True, exist_ok=True)
-    return root / ".compaction.lock"
+    lake.folder.mkdir(parents=True, exist_ok=True)
+    return lake.folder / ".compaction.lock"
 
 
 @contextmanager
-def lake_lock(lake_dir: str | Path | ObjectPath, doing: str = "compacting it") -> Iterator[bool]:
+def lake_lock(lake: Lake, doing: str = "compacting it") -> Iterator[bool]:
     """Hold the lake's lock exclusive if free (yield True), else yield False, having logged
     who holds it (a run on this machine, or another machine's lease of an S3 lake)."""
-    root = lakefs.lake_root(lake_dir)
-    lock = locks.FileLock(lock_file(root), what=f"the lake {root}", doing=doing)
+    lock = locks.FileLock(lock_file(lake), what=f"the lake {lake}", doing=doing)
     if not lock.acquire(blocking=False):
-        log.info("lake %s: held by %s; this pass skipped", root, lock.holder())
+        log.info("lake %s: held by %s; this pass skipped", lake, lock.holder())
         yield False
         return
     try:
-        if not isinstance(root, ObjectPath):
+        if not lake.remote:
             yield True
             return
         owner = locks.Holder(
             os.getpid(), locks.process_name(), doing, locks.now(), socket.gethostname()
         ).phrase()
-        with lakefs.lease(root, owner) as leased:
+        with lakefs.lease(lake, owner) as leased:
             if not leased:
-                log.info("lake %s: held by %s; this pass skipped", root, lakefs.lease_owner(root))
+                log.info("lake %s: held by %s; this pass skipped", lake, lakefs.lease_owner(lake))
             yield leased
     finally:
         lock.release()
 
 
 @contextmanager
-def lake_read(lake_dir: lakefs.LakePath) -> Iterator[None]:
+def lake_read(lake: Lake) -> Iterator[None]:
     """Hold the lake's lock shared while a warehouse update reads the lake: another run's
     compaction or retention pass (they take it exclusive, or skip) deletes files the load may
     be reading. Updates of several warehouses share it; a pass under way is waited for."""
     lock = locks.FileLock(
-        lock_file(lake_dir),
+        lock_file(lake),
         shared=True,
-        what=f"the lake {lake_dir}",
+        what=f"the lake {lake}",
         doing="updating a warehouse from it",
         on_wait=log.warning,
     )
@@ -84,7 +83,7 @@ def lake_read(lake_dir: lakefs.LakePath) -> Iterator[None]:
         # be compacting it through this lock either; the update reads it unlocked.
         log.warning(
             "lake %s: its lock file cannot be opened (%s); reading it unlocked",
-            lake_dir,
+            lake,
             exc.strerror or exc,
         )
         yield

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from yardstick.storage import lake, lakefs
-from yardstick.storage.lakefs import LakePath, ObjectPath
+from yardstick.storage import delta, lakefs
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.lakelock import LAKE_BUSY, lake_lock
 from yardstick.storage.schemas import TABLES, file_schema
 
@@ -39,11 +39,11 @@ class NotMigrated(RuntimeError):
     """The lake holds files of the earlier format: readers would miss their rows."""
 
 
-def refuse_unmigrated(lake_dir: str | Path | ObjectPath) -> None:
+def refuse_unmigrated(lake: Lake) -> None:
     """Raise NotMigrated (one line saying what to run) if the lake needs migrating."""
-    if needed(lake_dir):
+    if needed(lake):
         raise NotMigrated(
-            f"lake {lake_dir} holds files of the earlier format: run `yardstick lake migrate` "
+            f"lake {lake} holds files of the earlier format: run `yardstick lake migrate` "
             "(or `yardstick compact`, which migrates first)"
         )
 
@@ -71,19 +71,20 @@ class _OldFile:
     table: str
     env: str
     period: str
-    path: LakePath
+    path: str
     compacted: bool
     generation: int = 0
 
 
-def _old_files(lake_dir: LakePath, table: str) -> list[_OldFile]:
+def _old_files(lake: Lake, table: str) -> list[_OldFile]:
     """Every file of the earlier format in one table's folder (current or replaced): one walk
     of the folder locally, one paginated listing of its prefix on S3."""
-    root = lakefs.lake_root(lake_dir) / table
-    if isinstance(root, ObjectPath):
+    root = lake.path(table)
+    if lake.remote:
         with lakefs.storage_errors("listing", root):
-            keys = lakefs.filesystem().find(str(root))
-        parts = [k[len(root.key) + 1 :].split("/") for k in keys if k.startswith(root.key + "/")]
+            keys = lakefs.filesystem().find(root)
+        key = root.removeprefix("s3://")
+        parts = [k[len(key) + 1 :].split("/") for k in keys if k.startswith(key + "/")]
     else:
         parts = []
         for folder, dirs, names in os.walk(root):
@@ -102,7 +103,7 @@ def _old_files(lake_dir: LakePath, table: str) -> list[_OldFile]:
             period = folder.removeprefix("date=")[:7]
         else:
             continue
-        env, path = env_folder.removeprefix("env="), root / env_folder / folder / name
+        env, path = env_folder.removeprefix("env="), lakefs.join(root, env_folder, folder, name)
         if _RUN_FILE.match(name):
             found.append(_OldFile(table, env, period, path, False))
         elif match := _COMPACTED.match(name):
@@ -115,49 +116,43 @@ def _current(files: list[_OldFile]) -> list[_OldFile]:
     replaced: set[str] = set()
     for f in files:
         if f.compacted:
-            schema = lakefs.read_schema(f.path) if isinstance(f.path, ObjectPath) else None
-            if schema is None:
-                import pyarrow.parquet as pq
-
-                schema = pq.read_schema(f.path)
-            meta = schema.metadata or {}
-            table_root = f.path.parents[2]
+            meta = lakefs.read_schema(f.path).metadata or {}
+            table_root = lakefs.parent(lakefs.parent(lakefs.parent(f.path)))
             for name in json.loads(meta.get(b"yardstick.replaces", b"[]")):
-                replaced.add(str(table_root / name))
-    return [f for f in files if str(f.path) not in replaced]
+                replaced.add(lakefs.join(table_root, name))
+    return [f for f in files if f.path not in replaced]
 
 
-def needed(lake_dir: str | Path | ObjectPath) -> bool:
+def needed(lake: Lake) -> bool:
     """Whether the lake holds files of the earlier format."""
-    return any(_old_files(lakefs.lake_root(lake_dir), t) for t in _table_folders(lake_dir))
+    return any(_old_files(lake, t) for t in _table_folders(lake))
 
 
-def _table_folders(lake_dir: str | Path | ObjectPath) -> list[str]:
-    names = set(lakefs.list_names(lakefs.lake_root(lake_dir)))
+def _table_folders(lake: Lake) -> list[str]:
+    names = set(lakefs.list_names(lake.uri))
     return [t for t in TABLES if t in names]
 
 
-def migrate(lake_dir: str | Path | ObjectPath, locked: bool = False) -> MigrationReport:
+def migrate(lake: Lake, locked: bool = False) -> MigrationReport:
     """Convert every table holding files of the earlier format (see the module's docstring)."""
     if not locked:
-        with lake_lock(lake_dir, doing="migrating it") as held:
+        with lake_lock(lake, doing="migrating it") as held:
             if not held:
-                raise RuntimeError(f"lake {lake_dir}: not migrated: {LAKE_BUSY}")
-            return migrate(lake_dir, locked=True)
+                raise RuntimeError(f"lake {lake}: not migrated: {LAKE_BUSY}")
+            return migrate(lake, locked=True)
     start = time.perf_counter()
-    root = lakefs.lake_root(lake_dir)
     report = MigrationReport()
-    for table in _table_folders(root):
-        every = _old_files(root, table)
+    for table in _table_folders(lake):
+        every = _old_files(lake, table)
         if not every:
             continue
         current = _current(every)
-        report.tables[table] = _migrate_table(root, table, current)
+        report.tables[table] = _migrate_table(lake, table, current)
         lakefs.delete_many([f.path for f in every])
         report.files_removed += len(every)
-        if isinstance(root, Path):
-            _remove_empty_folders(root / table)
-    manifest = root / "_manifest.json"
+        if not lake.remote:
+            _remove_empty_folders(lake.folder / table)
+    manifest = lake.path("_manifest.json")
     if lakefs.exists(manifest):
         lakefs.delete(manifest)
         report.files_removed += 1
@@ -165,7 +160,7 @@ def migrate(lake_dir: str | Path | ObjectPath, locked: bool = False) -> Migratio
     return report
 
 
-def _migrate_table(root: LakePath, table: str, files: list[_OldFile]) -> dict[str, int]:
+def _migrate_table(lake: Lake, table: str, files: list[_OldFile]) -> dict[str, int]:
     """Append the current old files' rows in one commit (unless an earlier migration's commit
     is there), then check the rows per environment; return them."""
     from deltalake import CommitProperties, Transaction, write_deltalake
@@ -178,37 +173,37 @@ def _migrate_table(root: LakePath, table: str, files: list[_OldFile]) -> dict[st
         for f in files:
             data = lakefs.read_table(f.path)
             data = data.append_column("env", pa.array([f.env] * data.num_rows, pa.string()))
-            # Legacy day folders move to their month, as lake.run_period places new rows.
-            periods = [lake.run_period(r) for r in data["run_id"].to_pylist()]
+            # Legacy day folders move to their month, as delta.run_period places new rows.
+            periods = [delta.run_period(r) for r in data["run_id"].to_pylist()]
             data = data.append_column("period", pa.array(periods, pa.string()))
-            data = lake._conform(data, schema)
+            data = delta._conform(data, schema)
             read[f.env] = read.get(f.env, 0) + data.num_rows
             runs.setdefault(f.env, set()).update(data["run_id"].to_pylist())
             yield from data.to_batches()
 
-    dt = lake.open_table(root, table)
+    dt = lake.table(table)
     done = dt is not None and (dt.transaction_version(APP_ID) or 0) >= 1
     if done:
         for _ in batches():  # count what the old files hold, append nothing
             pass
     else:
-        if isinstance(root, Path):
-            (root / table).mkdir(parents=True, exist_ok=True)
-        with lakefs.storage_errors("migration commit", root / table):
+        if not lake.remote:
+            (lake.folder / table).mkdir(parents=True, exist_ok=True)
+        with lakefs.storage_errors("migration commit", lake.path(table)):
             write_deltalake(
-                lake.table_uri(root, table),
+                lake.path(table),
                 pa.RecordBatchReader.from_batches(schema, batches()),
                 mode="append",
-                partition_by=lake.PARTITION_BY,
+                partition_by=delta.PARTITION_BY,
                 schema_mode="merge",
-                configuration=lake.TABLE_CONFIG,
-                storage_options=lakefs.storage_options(root),
+                configuration=delta.TABLE_CONFIG,
+                storage_options=lake.storage_options,
                 commit_properties=CommitProperties(
                     custom_metadata={"yardstick.landing": "migration"},
                     app_transactions=[Transaction(APP_ID, 1)],
                 ),
             )
-    landed = lake.read(root, table, columns=["env", "run_id"])
+    landed = delta.read(lake, table, columns=["env", "run_id"])
     counted: dict[str, int] = {}
     for env, run in zip(landed["env"].to_pylist(), landed["run_id"].to_pylist(), strict=True):
         if run in runs.get(env, ()):

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from yardstick.storage import lakefs
-from yardstick.storage.lakefs import ObjectPath
+from yardstick.storage.lakefs import Lake
 
 # Below this much free space a run's lake files, warehouse rebuild and reports may not fit.
 MIN_FREE_BYTES = 64 * 1024 * 1024
@@ -23,14 +23,14 @@ class NotWritable(Exception):
 
 
 def check_writable(
-    folders: dict[str, Path | ObjectPath | str], min_free_bytes: int = MIN_FREE_BYTES
+    folders: dict[str, Path | Lake | str], min_free_bytes: int = MIN_FREE_BYTES
 ) -> None:
     """Create each folder if needed, write and remove a probe file in it, check free space
     (an S3 lake: write and delete a probe object; object storage has no free space to check)."""
     for label, folder in folders.items():
         if lakefs.is_remote(folder):
             try:
-                root = lakefs.lake_root(folder)
+                root = Lake.at(folder)
             except ValueError as exc:  # the message never repeats the URL
                 raise NotWritable(f"{label}: {exc}") from None
             try:
@@ -38,7 +38,7 @@ def check_writable(
             except OSError as exc:
                 raise NotWritable(f"{label} {root}: cannot be written ({exc})") from None
             continue
-        folder = Path(folder)
+        folder = folder.folder if isinstance(folder, Lake) else Path(folder)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=folder, prefix=".yardstick-probe-"):
@@ -54,8 +54,16 @@ def check_writable(
             )
 
 
+def lake_at(location: str | Path) -> Lake:
+    """The run's lake from its configured location (NotWritable: one line, never the URL)."""
+    try:
+        return Lake.at(location)
+    except ValueError as exc:  # the message never repeats the URL
+        raise NotWritable(f"lake: {exc}") from None
+
+
 def path_problems(
-    lake_dir: str | Path | None, warehouse_path: str | Path | None, out_dir: str | Path | None
+    lake: Lake | None, warehouse_path: str | Path | None, out_dir: str | Path | None
 ) -> list[str]:
     """What is wrong with the paths a run was given, found without creating anything: a
     directory where the warehouse file goes, a file where a folder goes (one phrase each)."""
@@ -70,28 +78,28 @@ def path_problems(
         elif warehouse.parent.exists() and not warehouse.parent.is_dir():
             problems.append(f"warehouse folder {warehouse.parent}: is a file, not a folder")
     folders = {"output folder": out_dir}
-    if lake_dir is not None and not lakefs.is_remote(lake_dir):
-        folders["lake"] = lake_dir
+    if lake is not None and not lake.remote:
+        folders["lake"] = lake.folder
     for label, folder in folders.items():
         if folder is not None and Path(folder).exists() and not Path(folder).is_dir():
             problems.append(f"{label} {folder}: is a file, not a folder")
     return problems
 
 
-def check_run_paths(lake_dir: str | Path, warehouse_path: str | Path, out_dir: str | Path) -> None:
+def check_run_paths(lake: Lake, warehouse_path: str | Path, out_dir: str | Path) -> None:
     """The run's paths are of the right kind, then writable with room (NotWritable: one line
     naming every problem)."""
-    problems = path_problems(lake_dir, warehouse_path, out_dir)
+    problems = path_problems(lake, warehouse_path, out_dir)
     if problems:
         raise NotWritable("; ".join(problems))
-    check_writable(run_folders(lake_dir, warehouse_path, out_dir))
+    check_writable(run_folders(lake, warehouse_path, out_dir))
 
 
-def run_folders(lake_dir: str | Path, warehouse_path: str | Path, out_dir: str | Path) -> dict:
+def run_folders(lake: Lake, warehouse_path: str | Path, out_dir: str | Path) -> dict:
     """The folders a nightly run writes to, labelled as the options that name them (an S3
-    lake stays its s3:// URL, checked by check_writable)."""
+    lake is probed with an object, a local one as a folder)."""
     return {
-        "lake": str(lake_dir) if lakefs.is_remote(lake_dir) else Path(lake_dir),
+        "lake": lake,
         "warehouse folder": Path(warehouse_path).parent,
         "output folder": Path(out_dir),
     }

@@ -24,7 +24,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from yardstick.storage import lake, lakefs, warehouse
+from yardstick.storage import delta, lakefs, warehouse
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.lakelock import LAKE_BUSY, lake_lock
 from yardstick.storage.schemas import DETAIL_FAMILIES, DETAIL_TABLES, file_schema
 
@@ -58,55 +59,55 @@ class RetentionReport:
 
 
 def apply(
-    lake_dir: str | Path,
+    lake: Lake,
     warehouse_path: str | Path,
     detail_days: int = DEFAULT_DETAIL_DAYS,
     today: date | None = None,
 ) -> RetentionReport:
     """Drop detail files of runs older than `detail_days`, keeping their figures in the lake."""
     start = time.perf_counter()
-    lake_dir, warehouse_path = lakefs.lake_root(lake_dir), Path(warehouse_path)
+    warehouse_path = Path(warehouse_path)
     report = RetentionReport(detail_days)
     today = today or datetime.now(UTC).date()
     cutoff = today - timedelta(days=detail_days)
-    with lake_lock(lake_dir, doing="dropping its old detail") as held:
+    with lake_lock(lake, doing="dropping its old detail") as held:
         if not held:
             report.skipped = LAKE_BUSY
             return report
         old: set[tuple[str, str]] = set()
         for table in DETAIL_TABLES:
-            for f in lake.data_files(lake_dir, table):
-                if lake.run_day(f.min_run) < cutoff:
+            for f in delta.data_files(lake, table):
+                if delta.run_day(f.min_run) < cutoff:
                     old.update(
-                        (f.env, run) for run in lake.run_ids_of(f) if lake.run_day(run) < cutoff
+                        (f.env, run) for run in delta.run_ids_of(f) if delta.run_day(run) < cutoff
                     )
         if not old:
             report.wall_s = time.perf_counter() - start
             return report
-        retained = _retained_runs(lake_dir)
+        retained = _retained_runs(lake)
         needed = old - retained
-        loaded = _export(lake_dir, warehouse_path, needed, report) if needed else set()
+        loaded = _export(lake, warehouse_path, needed, report) if needed else set()
         dropped = sorted(key for key in old if key in retained or key in loaded)
         report.waiting = sorted(f"{env}/{run}" for env, run in old - set(dropped))
         if dropped:
             for table in DETAIL_TABLES:
-                report.files_dropped += _delete_runs(lake_dir, table, dropped)
+                report.files_dropped += _delete_runs(lake, table, dropped)
     report.wall_s = time.perf_counter() - start
     return report
 
 
-def _delete_runs(lake_dir: lakefs.LakePath, table: str, runs: list[tuple[str, str]]) -> int:
+def _delete_runs(lake: Lake, table: str, runs: list[tuple[str, str]]) -> int:
     """Delete the rows of `runs` from a detail table (a commit per environment), then vacuum
     the table now (the lake lock is held: no update of this machine reads it meanwhile), so
     readers of its files, the warehouse's detail views, see them gone; return files removed."""
-    dt = lake.open_table(lake_dir, table)
+    dt = lake.table(table)
     if dt is None:
         return 0
     by_env: dict[str, list[str]] = {}
     for env, run in runs:
         by_env.setdefault(env, []).append(run)
     removed = 0
-    root = lake.table_root(lake_dir, table)
+    root = lake.path(table)
     for env, run_ids in sorted(by_env.items()):
         listed = ", ".join(_sql(run) for run in sorted(run_ids))
         with lakefs.storage_errors("delete", root):
@@ -124,14 +125,14 @@ def _sql(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _retained_runs(lake_dir: lakefs.LakePath) -> set[tuple[str, str]]:
+def _retained_runs(lake: Lake) -> set[tuple[str, str]]:
     """(env, run) pairs whose aggregates the lake already keeps."""
-    rows = lake.read(lake_dir, RETAINED, columns=["env", "run_id"])
+    rows = delta.read(lake, RETAINED, columns=["env", "run_id"])
     return set(zip(rows["env"].to_pylist(), rows["run_id"].to_pylist(), strict=True))
 
 
 def _export(
-    lake_dir: lakefs.LakePath,
+    lake: Lake,
     warehouse_path: Path,
     runs: set[tuple[str, str]],
     report: RetentionReport,
@@ -171,11 +172,11 @@ def _export(
             keep = part.filter(pc.equal(part["run_id"], run_id)).drop(["env", "run_id"])
             if run_id in missing:
                 keep = pa.table({"figure": pa.array([None], pa.string())})
-            parts.append(lake.prepare(RETAINED, env, run_id, _fill(keep)))
+            parts.append(delta.prepare(RETAINED, env, run_id, _fill(keep)))
         report.rows_retained += part.num_rows
         report.runs_retained += len(run_ids)
     # One commit: every run's aggregates appear together, before any detail is deleted.
-    lake.append(lake_dir, RETAINED, pa.concat_tables(parts), "retention")
+    delta.append(lake, RETAINED, pa.concat_tables(parts), "retention")
     return set(chosen)
 
 

@@ -2,7 +2,7 @@
 
 An update reads each Delta table's current file list from its log, opens only the files added
 since the previous update (their run ids), loads into raw.raw_<table> only the rows of runs
-not loaded before (complete runs: lake.COMPLETES_A_RUN), lists them in raw.batch_runs, and lets
+not loaded before (complete runs: delta.COMPLETES_A_RUN), lists them in raw.batch_runs, and lets
 dbt append them to the marts. Each layer is a schema (LAYERS): raw, staging, marts, reports,
 and the tool's own state in `yardstick`; use_layers() lets a reader leave the schema out.
 A full rebuild (first build, `full=True`, models or schema changed,
@@ -32,7 +32,8 @@ import duckdb
 import pyarrow as pa
 
 from yardstick import interrupt
-from yardstick.storage import dbt, derived, lake, lakefs, lakelock, plan
+from yardstick.storage import dbt, delta, derived, lakefs, lakelock, plan
+from yardstick.storage.lakefs import Lake
 
 # Re-exported: callers open the warehouse for reading through the update module too.
 from yardstick.storage.reading import (  # noqa: F401
@@ -109,7 +110,7 @@ def _expected_meta() -> dict[str, str]:
 class Survey:
     """What the lake holds now, as far as an update needs to know."""
 
-    ranges: dict[str, tuple[str, str, lake.LakeFile]]  # current files: (min run, max run, file)
+    ranges: dict[str, tuple[str, str, delta.LakeFile]]  # current files: (min run, max run, file)
     candidates: set[tuple[str, str]]  # (env, run) whose `runs` row is in a file not seen before
     # (env, run) -> tables, for runs in other files not seen before: a run whose `runs` row
     # never comes (a killed run) is only ever listed, never loaded.
@@ -121,25 +122,23 @@ class Survey:
     late_since: str | None = None
 
 
-def _survey(
-    lake_dir: lakefs.LakePath, known: dict[str, tuple[str, str]], versions: dict[str, int]
-) -> Survey:
+def _survey(lake: Lake, known: dict[str, tuple[str, str]], versions: dict[str, int]) -> Survey:
     """The data files of every table's current Delta version (from its log); only the files
     added since the version the previous update read are opened (their run_id column), so the
     cost follows what changed, not the history (a compaction's new files are read once)."""
-    ranges: dict[str, tuple[str, str, lake.LakeFile]] = {}
+    ranges: dict[str, tuple[str, str, delta.LakeFile]] = {}
     candidates: set[tuple[str, str]] = set()
     others: dict[tuple[str, str], set[str]] = {}
     seen: dict[str, int] = {}
     fresh: set[str] = set()
     # The runs table first, so that the other tables' runs already known complete are not
     # listed again as possibly unfinished.
-    for table in sorted(TABLES, key=lambda t: t != lake.COMPLETES_A_RUN):
-        dt = lake.open_table(lake_dir, table)
+    for table in sorted(TABLES, key=lambda t: t != delta.COMPLETES_A_RUN):
+        dt = lake.table(table)
         if dt is None:
             continue
         seen[table] = dt.version()
-        for f in lake.data_files(lake_dir, table, dt=dt):
+        for f in delta.data_files(lake, table, dt=dt):
             path = str(f.path)
             if path in known:
                 ranges[path] = (*known[path], f)
@@ -150,9 +149,9 @@ def _survey(
                 # which run; only files merged by a compaction are opened.
                 runs: tuple[str, ...] = (f.min_run,)
             else:
-                runs = lake.run_ids_of(f) or ("",)
+                runs = delta.run_ids_of(f) or ("",)
             ranges[path] = (min(runs), max(runs), f)
-            if table == lake.COMPLETES_A_RUN:
+            if table == delta.COMPLETES_A_RUN:
                 candidates.update((f.env, run) for run in runs)
             else:
                 for run in runs:
@@ -297,7 +296,7 @@ def _new_runs(
 
 def _load_batch(
     con: duckdb.DuckDBPyConnection,
-    lake_dir: lakefs.LakePath,
+    lake: Lake,
     survey: Survey,
     batch: set[tuple[str, str]],
     late_since: str | None = None,
@@ -316,14 +315,14 @@ def _load_batch(
         lo, hi = bounds.get(env, (run, run))
         bounds[env] = (min(lo, run), max(hi, run))
     # A file is read only if its run range meets the batch's range for its environment.
-    by_table: dict[str, list[lake.LakeFile]] = {}
+    by_table: dict[str, list[delta.LakeFile]] = {}
     for lo, hi, f in survey.ranges.values():
         want = bounds.get(f.env)
         if want and lo <= want[1] and hi >= want[0]:
             by_table.setdefault(f.table, []).append(f)
     lowest = min(run for _, run in batch) if batch else ""
     highest = max(run for _, run in batch) if batch else ""
-    if any(isinstance(f.path, lakefs.ObjectPath) for files in by_table.values() for f in files):
+    if lake.remote:
         lakefs.register(con)
     read = 0
     for table in TABLES:
@@ -337,11 +336,10 @@ def _load_batch(
         chosen = sorted(by_table.get(table, []), key=lambda f: (f.min_run, str(f.path)))
         read += len(chosen)
         _drop_relation(con, "raw", f"raw_{table}")
-        local = all(not isinstance(f.path, lakefs.ObjectPath) for f in chosen)
-        if table in DETAIL_TABLES and chosen and local:
+        if table in DETAIL_TABLES and chosen and not lake.remote:
             # A view: dbt's connection reads the files itself (local paths need nothing
             # registered); on S3 the batch's rows are copied like any other table's.
-            select = _detail_select(con, lake_dir, table, BATCH)
+            select = _detail_select(con, lake, table, BATCH)
             con.execute(
                 f"create view raw.raw_{table} as {select} "
                 f"where t.run_id between {_quote(lowest)} and {_quote(highest)}"
@@ -381,9 +379,7 @@ def _load_batch(
     return read
 
 
-def _detail_select(
-    con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath, table: str, runs: str
-) -> str:
+def _detail_select(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, runs: str) -> str:
     """A select of a detail table's rows in raw_<table>'s shape (file columns, env from the
     file's folder, date from the run id) for the runs listed in the relation `runs` (env,
     run_id), read from every data file of the table (a glob: detail tables are never
@@ -396,9 +392,9 @@ def _detail_select(
         f"create or replace table {typed} as "
         f"select *, null::varchar as env, null::date as date from empty"
     )
-    if not lake.data_files(lake_dir, table):
+    if not delta.data_files(lake, table):
         return f"select * from {typed}"  # read_parquet refuses a pattern that matches nothing
-    root = str(lake_dir) if isinstance(lake_dir, lakefs.ObjectPath) else str(lake_dir.resolve())
+    root = lake.uri
     env = "regexp_extract(t.filename, '/env=([^/]+)/', 1)"
     return (
         f"select * from {typed} union all by name "
@@ -421,14 +417,14 @@ def _drop_relation(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> No
         con.execute(f"drop {'view' if kind == 'VIEW' else 'table'} {schema}.{name}")
 
 
-def _detail_views(con: duckdb.DuckDBPyConnection, lake_dir: lakefs.LakePath) -> None:
+def _detail_views(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
     """`marts.keyspace_keys` and `marts.ping_histogram`: every detail row of the loaded runs
     still in the lake (retention drops them after `detail_days`), read in place at query time."""
-    if isinstance(lake_dir, lakefs.ObjectPath):
+    if lake.remote:
         lakefs.register(con)
     for table in DETAIL_TABLES:
         _drop_relation(con, "marts", table)
-        select = _detail_select(con, lake_dir, table, LOADED)
+        select = _detail_select(con, lake, table, LOADED)
         con.execute(f"create view marts.{table} as {select}")
 
 
@@ -444,7 +440,7 @@ def _connect(path: Path) -> duckdb.DuckDBPyConnection:
 
 
 def update(
-    lake_dir: str | Path,
+    lake: Lake,
     warehouse_path: str | Path,
     full: bool = False,
     until_run_id: str | None = None,
@@ -456,12 +452,12 @@ def update(
     and land after this update; taken now, its earlier neighbours would arrive late tomorrow
     and force a full rebuild. One update of a warehouse at a time (a lock across threads and
     processes): a second one waits, then finds the lake already loaded."""
-    lake_dir, warehouse_path = lakefs.lake_root(lake_dir), Path(warehouse_path)
+    warehouse_path = Path(warehouse_path)
     warehouse_path.parent.mkdir(parents=True, exist_ok=True)
     who = f"run {until_run_id}" if until_run_id else None
     # The lake first, then the warehouse (a retention pass holds them in that order too).
-    with lakelock.lake_read(lake_dir), dbt.locked(warehouse_path, who=who):
-        return _update(lake_dir, warehouse_path, full, until_run_id)
+    with lakelock.lake_read(lake), dbt.locked(warehouse_path, who=who):
+        return _update(lake, warehouse_path, full, until_run_id)
 
 
 def _wanted(complete: set[tuple[str, str]], until_run_id: str | None) -> set[tuple[str, str]]:
@@ -471,9 +467,7 @@ def _wanted(complete: set[tuple[str, str]], until_run_id: str | None) -> set[tup
     return {(env, run) for env, run in complete if run <= until_run_id}
 
 
-def _update(
-    lake_dir: lakefs.LakePath, warehouse_path: Path, full: bool, until_run_id: str | None
-) -> UpdateResult:
+def _update(lake: Lake, warehouse_path: Path, full: bool, until_run_id: str | None) -> UpdateResult:
     """update() under the warehouse's lock."""
     start = time.perf_counter()
     reason = "asked for a full rebuild" if full else ""
@@ -502,12 +496,12 @@ def _update(
                     reason = "the lake schema changed"
                 else:
                     known, versions, pending = _read_survey(con)
-                    survey = _survey(lake_dir, known, versions)
+                    survey = _survey(lake, known, versions)
                     new, latest = _new_runs(con, survey.candidates | pending)
             finally:
                 con.close()
     if reason:
-        return _rebuild(lake_dir, warehouse_path, reason, start, until_run_id)
+        return _rebuild(lake, warehouse_path, reason, start, until_run_id)
 
     batch = _wanted(new, until_run_id)
     held = new - batch
@@ -540,12 +534,12 @@ def _update(
     if late:
         env, run = late[0]
         why = f"run {run} of {env} arrived after later runs were loaded"
-        return _rebuild(lake_dir, warehouse_path, why, start, until_run_id)
+        return _rebuild(lake, warehouse_path, why, start, until_run_id)
 
     parts = _split(batch)
     done: list[_Applied] = []
     for index, part in enumerate(parts):
-        _checkpoint_if_closed(warehouse_path, lake_dir, _first_day(part))
+        _checkpoint_if_closed(warehouse_path, lake, _first_day(part))
         # The first part also brings the late rows (the tool's warehouse and rendering
         # phases) of the runs the previous updates loaded: two days back covers a nightly
         # run's, landed after its own update.
@@ -555,13 +549,13 @@ def _update(
         def remember(con: duckdb.DuckDBPyConnection, later: set = later) -> None:
             """What this update saw of the lake, kept with each part it loads (the runs of
             its later parts stay pending: a kill between parts loses none)."""
-            _detail_views(con, lake_dir)
+            _detail_views(con, lake)
             _save_survey(con, survey, later)
             _save_unfinished(con, survey, survey.candidates | pending)
 
-        part_applied = _replay_batch(warehouse_path, lake_dir, survey, part, remember)
+        part_applied = _replay_batch(warehouse_path, lake, survey, part, remember)
         if part_applied is None:
-            part_applied = _dbt_batch_on_copy(warehouse_path, lake_dir, survey, part, remember)
+            part_applied = _dbt_batch_on_copy(warehouse_path, lake, survey, part, remember)
         done.append(part_applied)
     applied = _Applied.total(done)
     log.info(
@@ -618,7 +612,7 @@ def _first_day(runs: set[tuple[str, str]]) -> str:
     return min(run for _, run in runs)[:8]
 
 
-def _checkpoint_if_closed(path: Path, lake_dir: lakefs.LakePath, next_day: str) -> None:
+def _checkpoint_if_closed(path: Path, lake: Lake, next_day: str) -> None:
     """Before loading runs of `next_day`: when the warehouse stands at the end of an earlier
     day (every run it loaded is of an earlier day) and loaded runs since its last checkpoint,
     keep what it derived for them in the lake (yardstick/storage/derived.py). A failure
@@ -638,7 +632,7 @@ def _checkpoint_if_closed(path: Path, lake_dir: lakefs.LakePath, next_day: str) 
         try:
             made = derived.export(
                 con,
-                lake_dir,
+                lake,
                 meta.get("checkpoint_id", ""),
                 after_day,
                 through_day,
@@ -664,14 +658,14 @@ def _checkpoint_if_closed(path: Path, lake_dir: lakefs.LakePath, next_day: str) 
 
 def _load(
     con: duckdb.DuckDBPyConnection,
-    lake_dir: lakefs.LakePath,
+    lake: Lake,
     survey: Survey,
     batch: set[tuple[str, str]],
     remember: Callable[[duckdb.DuckDBPyConnection], None] | None,
 ) -> int:
     """The batch into raw.*, and what the update keeps of the lake (`remember`); files read."""
-    _set_meta(con, lake=str(lake_dir))
-    read = _load_batch(con, lake_dir, survey, batch, survey.late_since)
+    _set_meta(con, lake=str(lake))
+    read = _load_batch(con, lake, survey, batch, survey.late_since)
     if remember is not None:
         remember(con)
     return read
@@ -679,7 +673,7 @@ def _load(
 
 def _replay_batch(
     path: Path,
-    lake_dir: lakefs.LakePath,
+    lake: Lake,
     survey: Survey,
     batch: set[tuple[str, str]],
     remember: Callable[[duckdb.DuckDBPyConnection], None] | None,
@@ -694,7 +688,7 @@ def _replay_batch(
     con = _connect(path)
     try:
         con.execute("begin")
-        read = _load(con, lake_dir, survey, batch, remember)
+        read = _load(con, lake, survey, batch, remember)
         recorded = plan.stored(con, plan.key(con, dbt.models_digest(), INCREMENTAL_ARGS))
         if recorded is None:
             return None  # closing rolls back
@@ -751,7 +745,7 @@ def _interrupted_on_stop(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 
 def _dbt_batch(
     path: Path,
-    lake_dir: lakefs.LakePath,
+    lake: Lake,
     survey: Survey,
     batch: set[tuple[str, str]],
     remember: Callable[[duckdb.DuckDBPyConnection], None] | None,
@@ -764,7 +758,7 @@ def _dbt_batch(
     con = _connect(path)
     try:
         con.execute("begin")
-        read = _load(con, lake_dir, survey, batch, remember)
+        read = _load(con, lake, survey, batch, remember)
         plan_key = plan.key(con, dbt.models_digest(), INCREMENTAL_ARGS)
         con.execute("commit")
     finally:
@@ -790,7 +784,7 @@ def _dbt_batch(
 
 def _dbt_batch_on_copy(
     warehouse_path: Path,
-    lake_dir: lakefs.LakePath,
+    lake: Lake,
     survey: Survey,
     batch: set[tuple[str, str]],
     remember: Callable[[duckdb.DuckDBPyConnection], None],
@@ -807,7 +801,7 @@ def _dbt_batch_on_copy(
         finally:
             con.close()
         shutil.copyfile(warehouse_path, tmp)
-        applied = _dbt_batch(tmp, lake_dir, survey, batch, remember, warehouse_path)
+        applied = _dbt_batch(tmp, lake, survey, batch, remember, warehouse_path)
         con = _connect(tmp)
         try:
             con.execute("checkpoint")
@@ -839,7 +833,7 @@ def _split(runs: set[tuple[str, str]]) -> list[set[tuple[str, str]]]:
     latest = max((run[:8] for _, run in runs), default="")
     for env, run in sorted(runs, key=lambda key: (key[1], key[0])):
         if current and (
-            lake.run_period(run) != lake.run_period(current[-1][1])
+            delta.run_period(run) != delta.run_period(current[-1][1])
             or len(current) >= REBUILD_BATCH_RUNS
             or (run[:8] == latest and current[-1][1][:8] != latest)
         ):
@@ -877,7 +871,7 @@ def _clear_killed_rebuild(warehouse_path: Path) -> None:
 
 
 def _rebuild(
-    lake_dir: lakefs.LakePath,
+    lake: Lake,
     warehouse_path: Path,
     reason: str,
     start: float,
@@ -888,7 +882,7 @@ def _rebuild(
     from yardstick.storage import migrate
 
     # A lake still (or partly) in the earlier format would build without those rows.
-    migrate.refuse_unmigrated(lake_dir)
+    migrate.refuse_unmigrated(lake)
     tmp = building_path(warehouse_path)
     _clear_killed_rebuild(warehouse_path)
     tmp.parent.mkdir(parents=True)
@@ -896,10 +890,10 @@ def _rebuild(
     nodes: list[tuple[str, str, float]] = []
     try:
         load_start = time.perf_counter()
-        survey = _survey(lake_dir, {}, {})
+        survey = _survey(lake, {}, {})
         complete = _wanted(survey.candidates, until_run_id)
         # Closed days whose marts the lake already keeps are imported, not derived again.
-        found = derived.chain(lake_dir, complete, dbt.models_digest(), SCHEMA_VERSION)
+        found = derived.chain(lake, complete, dbt.models_digest(), SCHEMA_VERSION)
         through_day = found[-1].through_day if found else derived.NO_DAY
         covered = {(env, run) for env, run in complete if run[:8] <= through_day}
         batches = _split(complete - covered)
@@ -911,7 +905,7 @@ def _rebuild(
         try:
             con.execute(f"create table {META} (key varchar, value varchar)")
             con.execute(f"create table {LOADED} (env varchar, run_id varchar)")
-            _set_meta(con, state="updating", lake=str(lake_dir))
+            _set_meta(con, state="updating", lake=str(lake))
             _save_survey(con, survey, survey.candidates - complete)
             _save_unfinished(con, survey, survey.candidates)
         finally:
@@ -924,9 +918,9 @@ def _rebuild(
                 # Each later batch is an incremental update of the file being built: dbt
                 # records its statements once, the batches after replay them. Each month
                 # done is kept in the lake: a rebuild killed after it starts from there.
-                _checkpoint_if_closed(tmp, lake_dir, _first_day(batch))
-                applied = _replay_batch(tmp, lake_dir, survey, batch, None) or _dbt_batch(
-                    tmp, lake_dir, survey, batch, None, warehouse_path
+                _checkpoint_if_closed(tmp, lake, _first_day(batch))
+                applied = _replay_batch(tmp, lake, survey, batch, None) or _dbt_batch(
+                    tmp, lake, survey, batch, None, warehouse_path
                 )
                 read += applied.read
                 load_s += applied.load_s
@@ -936,8 +930,8 @@ def _rebuild(
             load_start = time.perf_counter()
             con = _connect(tmp)
             try:
-                read += _load_batch(con, lake_dir, survey, batch)
-                _detail_views(con, lake_dir)
+                read += _load_batch(con, lake, survey, batch)
+                _detail_views(con, lake)
             finally:
                 con.close()
             load_s += time.perf_counter() - load_start
@@ -951,7 +945,7 @@ def _rebuild(
             try:
                 _append_loaded(con, batch)
                 if found:
-                    imported = _import_derived(con, lake_dir, found, covered, warehouse_path)
+                    imported = _import_derived(con, lake, found, covered, warehouse_path)
                     load_s += imported
             finally:
                 con.close()
@@ -1004,7 +998,7 @@ def _rebuild_note(
 ) -> str:
     """What a rebuild imported and what it derived again (JSON, yardstick.meta's
     last_rebuild: the report's index shows it)."""
-    periods = sorted({lake.run_period(run) for _, run in derived_runs})
+    periods = sorted({delta.run_period(run) for _, run in derived_runs})
     return json.dumps(
         {
             "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -1019,7 +1013,7 @@ def _rebuild_note(
 
 def _import_derived(
     con: duckdb.DuckDBPyConnection,
-    lake_dir: lakefs.LakePath,
+    lake: Lake,
     found: list[derived.Checkpoint],
     covered: set[tuple[str, str]],
     old_path: Path,
@@ -1029,7 +1023,7 @@ def _import_derived(
     key still matches); the seconds it took."""
     start = time.perf_counter()
     con.execute("begin")
-    rows = derived.load(con, lake_dir, found)
+    rows = derived.load(con, lake, found)
     _append_loaded(con, covered)
     _set_meta(con, checkpoint_id=found[-1].checkpoint, checkpoint_day=found[-1].through_day)
     con.execute("commit")
@@ -1073,6 +1067,6 @@ def _adopt_plan(con: duckdb.DuckDBPyConnection, old_path: Path) -> None:
         con.execute("detach previous")
 
 
-def build(lake_dir: str | Path, warehouse_path: str | Path) -> Path:
+def build(lake: Lake, warehouse_path: str | Path) -> Path:
     """Rebuild the warehouse from the lake alone (every run), atomically."""
-    return update(lake_dir, warehouse_path, full=True).path
+    return update(lake, warehouse_path, full=True).path

@@ -19,6 +19,7 @@ lands every other table first, then `steps`, then `runs` (flows/landing.py, `bat
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import threading
@@ -28,14 +29,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from pathlib import Path
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 
 from yardstick.storage import lakefs
-from yardstick.storage.lakefs import LakePath, ObjectPath
+from yardstick.storage.lakefs import Lake
 from yardstick.storage.schemas import SCHEMA_VERSION, file_schema
 
 # The table that makes a run count (see the module's docstring); landed last.
@@ -91,33 +92,6 @@ def run_period(run_id: str) -> str:
 # --- tables -------------------------------------------------------------------------------
 
 
-def table_root(lake_dir: str | Path | ObjectPath, table: str) -> LakePath:
-    """The folder (or S3 prefix) of one Delta table."""
-    return lakefs.lake_root(lake_dir) / table
-
-
-def table_uri(lake_dir: str | Path | ObjectPath, table: str) -> str:
-    """The URI deltalake opens for one table (an absolute local path, or s3://...)."""
-    root = table_root(lake_dir, table)
-    return str(root) if isinstance(root, ObjectPath) else str(Path(root).resolve())
-
-
-def open_table(lake_dir: str | Path | ObjectPath, table: str):
-    """The table's DeltaTable (its latest version), or None when nothing landed in it yet."""
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    root = table_root(lake_dir, table)
-    if isinstance(root, Path) and not (root / "_delta_log").is_dir():
-        return None
-    options = lakefs.storage_options(root)
-    try:
-        with lakefs.storage_errors("reading the table log", root):
-            return DeltaTable(table_uri(lake_dir, table), storage_options=options)
-    except TableNotFoundError:
-        return None
-
-
 def prepare(table: str, env: str, run_id: str, data: pa.Table) -> pa.Table:
     """One run's rows of `table` in the table's schema, with run_id, schema_version, env and
     period added; unknown or missing columns are refused, naming them."""
@@ -136,7 +110,7 @@ def prepare(table: str, env: str, run_id: str, data: pa.Table) -> pa.Table:
     return data.append_column("period", pa.array([run_period(run_id)] * n, pa.string()))
 
 
-def append(lake_dir: str | Path | ObjectPath, table: str, data: pa.Table, what: str) -> None:
+def append(lake: Lake, table: str, data: pa.Table, what: str) -> None:
     """One Delta commit appending `data` (prepared rows, any environments and runs) to
     `table`, creating the table on its first rows; `what` goes into the commit's metadata.
     A racing writer's commit is retried on top of it (both land); a new nullable column is
@@ -145,23 +119,23 @@ def append(lake_dir: str | Path | ObjectPath, table: str, data: pa.Table, what: 
 
     if data.num_rows == 0:
         return
-    root = table_root(lake_dir, table)
-    if isinstance(root, Path):
-        root.mkdir(parents=True, exist_ok=True)
+    uri = lake.path(table)
+    if not lake.remote:
+        os.makedirs(uri, exist_ok=True)
     props = CommitProperties(
         custom_metadata={"yardstick.landing": what}, max_commit_retries=COMMIT_RETRIES
     )
     for attempt in range(3):
         try:
-            with lakefs.storage_errors("commit", root):
+            with lakefs.storage_errors("commit", uri):
                 write_deltalake(
-                    table_uri(lake_dir, table),
+                    uri,
                     data,
                     mode="append",
                     partition_by=PARTITION_BY,
                     schema_mode="merge",
                     configuration=TABLE_CONFIG,
-                    storage_options=lakefs.storage_options(root),
+                    storage_options=lake.storage_options,
                     commit_properties=props,
                 )
             return
@@ -172,24 +146,22 @@ def append(lake_dir: str | Path | ObjectPath, table: str, data: pa.Table, what: 
             time.sleep(0.05 * (attempt + 1))
 
 
-def write(
-    lake_dir: str | Path | ObjectPath, table: str, env: str, run_id: str, data: pa.Table
-) -> int | None:
+def write(lake: Lake, table: str, env: str, run_id: str, data: pa.Table) -> int | None:
     """Land one run's rows of one table (one commit, or a part of the open `batch`'s); a
     table without rows lands nothing (steps say what ran). Returns the rows landed."""
     prepared = prepare(table, env, run_id, data)
     if prepared.num_rows == 0:
         return None
-    held = _open_batch(lake_dir)
+    held = _open_batch(lake)
     if held is not None:
         held.add(table, env, run_id, prepared)
         return prepared.num_rows
-    if table in LANDED_ONCE and landed(lake_dir, table, env, run_id):
+    if table in LANDED_ONCE and landed(lake, table, env, run_id):
         raise LakeConflict(
-            f"{table_root(lake_dir, table)}: run {run_id} of {env} already landed; "
+            f"{lake.path(table)}: run {run_id} of {env} already landed; "
             "the lake never overwrites a run's data"
         )
-    append(lake_dir, table, prepared, f"{env}/{run_id}")
+    append(lake, table, prepared, f"{env}/{run_id}")
     return prepared.num_rows
 
 
@@ -212,12 +184,12 @@ class Batch:
             self.keys.add((table, env, run_id))
             self.parts.setdefault(table, []).append(data)
 
-    def commit(self, lake_dir: str | Path | ObjectPath, what: str) -> int:
+    def commit(self, lake: Lake, what: str) -> int:
         """Land every held table: the others, then steps, then runs (the run counts last)."""
         order = sorted(self.parts, key=lambda t: (t == COMPLETES_A_RUN, t == "steps", t))
         for table in order:
             append(
-                lake_dir,
+                lake,
                 table,
                 pa.concat_tables(self.parts[table], promote_options="default"),
                 what,
@@ -230,31 +202,27 @@ class Batch:
 _BATCH: ContextVar[tuple[str, Batch] | None] = ContextVar("yardstick_lake_batch", default=None)
 
 
-def _batch_key(lake_dir: str | Path | ObjectPath) -> str:
-    root = lakefs.lake_root(lake_dir)
-    return str(root) if isinstance(root, ObjectPath) else str(Path(root).resolve())
-
-
-def _open_batch(lake_dir: str | Path | ObjectPath) -> Batch | None:
+def _open_batch(lake: Lake) -> Batch | None:
+    """The batch open for this lake in this context, if any."""
     held = _BATCH.get()
-    return held[1] if held is not None and held[0] == _batch_key(lake_dir) else None
+    return held[1] if held is not None and held[0] == lake.uri else None
 
 
 @contextmanager
-def batch(lake_dir: str | Path | ObjectPath, what: str) -> Iterator[Batch]:
+def batch(lake: Lake, what: str) -> Iterator[Batch]:
     """Every `write` to this lake inside the block (this context and threads copying it) is
     held, then landed as one commit per table when the block ends without an exception. A
     process killed inside the block lands nothing; one killed during the commits may have
     landed some tables but not `runs` (landed last): its runs never count."""
     if _BATCH.get() is not None:
-        raise RuntimeError(f"{lake_dir}: a landing batch is already open")
+        raise RuntimeError(f"{lake}: a landing batch is already open")
     held = Batch()
-    token = _BATCH.set((_batch_key(lake_dir), held))
+    token = _BATCH.set((lake.uri, held))
     try:
         yield held
     finally:
         _BATCH.reset(token)
-    held.commit(lake_dir, what)
+    held.commit(lake, what)
 
 
 # --- data files and reads -----------------------------------------------------------------
@@ -267,7 +235,7 @@ class LakeFile:
     table: str
     env: str
     period: str
-    path: LakePath  # a Path, or an ObjectPath (str() is its s3:// URL) in an S3 lake
+    path: str  # an absolute local path, or an s3:// URL in an S3 lake
     min_run: str
     max_run: str
     rows: int
@@ -276,16 +244,14 @@ class LakeFile:
     kind: str = "data"
 
 
-def data_files(
-    lake_dir: str | Path | ObjectPath, table: str, envs: list[str] | None = None, dt=None
-) -> list[LakeFile]:
+def data_files(lake: Lake, table: str, envs: list[str] | None = None, dt=None) -> list[LakeFile]:
     """The data files of a table's current version (of `envs` only, when given), from its log:
     partition values and run_id statistics, no data file opened."""
-    dt = dt if dt is not None else open_table(lake_dir, table)
+    dt = dt if dt is not None else lake.table(table)
     if dt is None:
         return []
     actions = pa.table(dt.get_add_actions(flatten=True))
-    root = table_root(lake_dir, table)
+    root = lake.path(table)
     found = []
     names = set(actions.column_names)
     for row in actions.to_pylist():
@@ -300,7 +266,7 @@ def data_files(
                 table,
                 env,
                 row.get("partition.period"),
-                root / unquote(row["path"]),
+                lakefs.join(root, unquote(row["path"])),
                 lo or "",
                 hi or "~",
                 row.get("num_records") or 0,
@@ -310,40 +276,45 @@ def data_files(
     return found
 
 
-def read_file(f: LakeFile, columns: list[str] | None = None, run_ids=None) -> pa.Table:
-    """One data file's rows (optionally some columns, some runs), with `env` and `period`."""
-    filters = [("run_id", "in", sorted(run_ids))] if run_ids is not None else None
-    # env and period are the partition's (in the path, not in the file).
-    stored = [c for c in columns if c not in PARTITION_BY] if columns is not None else None
-    data = lakefs.read_table(f.path, columns=stored, filters=filters)
-    data = data.append_column("env", pa.array([f.env] * data.num_rows, pa.string()))
-    return data.append_column("period", pa.array([f.period] * data.num_rows, pa.string()))
+def dataset(lake: Lake, table: str, envs: list[str] | None = None):
+    """The table's current version as a pyarrow dataset (Delta's own reader: its log's files,
+    `env` and `period` from the partition values), of `envs` only when given; None when
+    nothing landed in it yet."""
+    dt = lake.table(table)
+    if dt is None:
+        return None
+    pruning = [("env", "in", sorted(envs))] if envs is not None else None
+    with lakefs.storage_errors("reading the table log", lake.path(table)):
+        return dt.to_pyarrow_dataset(file_pruning_predicate=pruning)
 
 
 def read(
-    lake_dir: str | Path | ObjectPath,
+    lake: Lake,
     table: str,
     envs: list[str] | None = None,
     run_ids: set[str] | None = None,
     columns: list[str] | None = None,
 ) -> pa.Table:
-    """Rows of a table (of `envs`, of `run_ids`), with env and period: only the files whose
-    run_id statistics meet the runs are opened."""
-    files = data_files(lake_dir, table, envs)
-    if run_ids is not None:
-        if not run_ids:
-            files = []
-        lo, hi = min(run_ids, default=""), max(run_ids, default="")
-        files = [f for f in files if f.min_run <= hi and f.max_run >= lo]
+    """Rows of a table (of `envs`, of `run_ids`) in its declared schema, with env and period,
+    through Delta's reader (files whose run_id statistics miss the runs are not read)."""
     schema = pa.schema([*file_schema(table), ("env", pa.string()), ("period", pa.string())])
     if columns is not None:
         schema = pa.schema([schema.field(c) for c in columns])
-    parts = [_conform(read_file(f, columns, run_ids), schema) for f in files]
-    return pa.concat_tables(parts) if parts else schema.empty_table()
+    if envs is not None and not envs or run_ids is not None and not run_ids:
+        return schema.empty_table()
+    found = dataset(lake, table, envs)
+    if found is None:
+        return schema.empty_table()
+    present = [c for c in schema.names if c in found.schema.names]
+    where = ds.field("run_id").isin(sorted(run_ids)) if run_ids is not None else None
+    with lakefs.storage_errors("reading", lake.path(table)):
+        data = found.to_table(columns=present, filter=where)
+    return _conform(data, schema)
 
 
 def _conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Rows in `schema` (columns a file lacks are null; Delta's list items renamed back)."""
+    """Rows in `schema` (a column the table never had is null; Delta's list items and
+    string views cast back to the declared types)."""
     columns = []
     for field_ in schema:
         if field_.name in data.column_names:
@@ -353,23 +324,27 @@ def _conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.table(columns, schema=schema)
 
 
-def landed(lake_dir: str | Path | ObjectPath, table: str, env: str, run_id: str) -> bool:
-    """Whether rows of this run of `env` are in `table` (statistics first: a new run's id
-    sorts above every file of its partition, so no file is usually opened)."""
-    files = [
-        f
-        for f in data_files(lake_dir, table, [env])
-        if f.period == run_period(run_id) and f.min_run <= run_id <= f.max_run
-    ]
-    return any(read_file(f, ["run_id"], {run_id}).num_rows for f in files)
+def landed(lake: Lake, table: str, env: str, run_id: str) -> bool:
+    """Whether rows of this run of `env` are in `table` (a new run's id sorts above every
+    file of its partition: the statistics skip every file, none is usually opened)."""
+    return read(lake, table, [env], {run_id}, ["run_id"]).num_rows > 0
 
 
-def complete_runs(
-    lake_dir: str | Path | ObjectPath, envs: list[str] | None = None
-) -> set[tuple[str, str]]:
+def complete_runs(lake: Lake, envs: list[str] | None = None) -> set[tuple[str, str]]:
     """(env, run_id) of every run that counts: its `runs` row has landed."""
-    rows = read(lake_dir, COMPLETES_A_RUN, envs, columns=["env", "run_id"])
+    rows = read(lake, COMPLETES_A_RUN, envs, columns=["env", "run_id"])
     return set(zip(rows["env"].to_pylist(), rows["run_id"].to_pylist(), strict=True))
+
+
+def read_file(f: LakeFile, columns: list[str] | None = None, run_ids=None) -> pa.Table:
+    """One data file's rows (optionally some columns, some runs), with `env` and `period`:
+    for the readers that keep a file list (collection cursors)."""
+    filters = [("run_id", "in", sorted(run_ids))] if run_ids is not None else None
+    # env and period are the partition's (in the path, not in the file).
+    stored = [c for c in columns if c not in PARTITION_BY] if columns is not None else None
+    data = lakefs.read_table(f.path, columns=stored, filters=filters)
+    data = data.append_column("env", pa.array([f.env] * data.num_rows, pa.string()))
+    return data.append_column("period", pa.array([f.period] * data.num_rows, pa.string()))
 
 
 def run_ids_of(f: LakeFile) -> tuple[str, ...]:
@@ -378,24 +353,21 @@ def run_ids_of(f: LakeFile) -> tuple[str, ...]:
     return tuple(sorted(set(pc.unique(data["run_id"]).to_pylist())))
 
 
-def current_files(
-    lake_dir: str | Path | ObjectPath, tables: list[str] | None = None
-) -> list[LakeFile]:
+def current_files(lake: Lake, tables: list[str] | None = None) -> list[LakeFile]:
     """Every data file of the tables' current versions, with the runs each holds (each file's
     run_id column is read: for inspection and tests; the tool's own readers use data_files)."""
     from yardstick.storage.schemas import TABLES
 
     found = []
     for table in tables or list(TABLES):
-        for f in data_files(lake_dir, table):
+        for f in data_files(lake, table):
             found.append(LakeFile(**{**f.__dict__, "runs": run_ids_of(f)}))
     return found
 
 
-def tables_present(lake_dir: str | Path | ObjectPath) -> list[str]:
+def tables_present(lake: Lake) -> list[str]:
     """The declared tables that exist in the lake as Delta tables."""
     from yardstick.storage.schemas import TABLES
 
-    root = lakefs.lake_root(lake_dir)
-    names = set(lakefs.list_names(root))
-    return [t for t in TABLES if t in names and "_delta_log" in lakefs.list_names(root / t)]
+    names = set(lakefs.list_names(lake.uri))
+    return [t for t in TABLES if t in names and "_delta_log" in lakefs.list_names(lake.path(t))]
