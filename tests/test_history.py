@@ -296,6 +296,13 @@ def test_a_standing_regression_stays_reported_against_its_own_reference(con, his
         list(SPEEDUP),
     ).fetchone()
     assert changes == ("regression", False, night_30)
+    evidence, counts = con.execute(
+        "select r.evidence, v.standing_regressions from report_changes as r"
+        " join verdicts as v using (env, run_id) where r.env = 'standing' and r.figure = ?"
+        " and r.subject = ?",
+        list(SPEEDUP),
+    ).fetchone()
+    assert evidence.startswith(f"standing since {night_30:%Y-%m-%d}: -") and counts >= 1
 
 
 def test_a_change_that_returns_is_no_longer_reported(con):
