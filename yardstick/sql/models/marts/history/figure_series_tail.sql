@@ -12,7 +12,7 @@ with batch_points as (
         t.env, t.figure, t.subject, t.run_id, t.started_at, t.value, t.judged_value,
         t.profile, t.series, t.baseline_key, t.verdict, t.change_since, t.saturated,
         t.test_verdict, t.test_change_since, t.hold_verdict, t.hold_since, t.hold_reference,
-        t.hold_sigma, t.hold_n, t.hold_sign,
+        t.hold_sigma, t.hold_n, t.hold_sign, t.hold_said_at,
     from {{ ref('figure_trends') }} as t
     semi join {{ source('lake', 'batch_runs') }} as b on b.run_id = t.run_id and b.env = t.env
 ),
@@ -23,7 +23,7 @@ prior as (
         t.env, t.figure, t.subject, t.run_id, t.started_at, t.value, t.judged_value,
         t.profile, t.series, t.baseline_key, t.verdict, t.change_since, t.saturated,
         t.test_verdict, t.test_change_since, t.hold_verdict, t.hold_since, t.hold_reference,
-        t.hold_sigma, t.hold_n, t.hold_sign,
+        t.hold_sigma, t.hold_n, t.hold_sign, t.hold_said_at,
     from {{ this }} as t
     semi join (select distinct env, figure, subject from batch_points) as c
         on c.env = t.env and c.figure = t.figure and c.subject = t.subject

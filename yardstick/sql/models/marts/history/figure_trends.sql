@@ -84,6 +84,7 @@ prior as (
         t.profile, t.series, t.baseline_key, t.test_verdict as prior_verdict,
         t.test_change_since as prior_change_since, t.saturated,
         t.hold_verdict, t.hold_since, t.hold_reference, t.hold_sigma, t.hold_n, t.hold_sign,
+        t.hold_said_at,
     from {{ prior }} as t
     semi join (select distinct env, figure, subject from batch_points) as c
         on c.env = t.env and c.figure = t.figure and c.subject = t.subject
@@ -96,7 +97,7 @@ prior as (
         null::timestamptz as prior_change_since, null::boolean as saturated,
         null::varchar as hold_verdict, null::timestamptz as hold_since,
         null::double as hold_reference, null::double as hold_sigma, null::bigint as hold_n,
-        null::double as hold_sign,
+        null::double as hold_sign, null::timestamptz as hold_said_at,
     where false
     {% endif %}
 ),
@@ -104,7 +105,9 @@ prior as (
 points as (
     select * from batch_points
     union all by name
-    select * exclude (hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign),
+    select * exclude (
+        hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at
+    ),
         true as is_prior,
     from prior
 ),
@@ -477,14 +480,14 @@ starts as (
         {{ keys | join(', ') }}, started_at as start_at, run_id as start_run,
         verdict as hold_verdict, change_since as hold_since, reference_median as hold_reference,
         noise_sigma as hold_sigma, reference_n as hold_n,
-        sign(recent_value - reference_median) as hold_sign,
+        sign(recent_value - reference_median) as hold_sign, started_at as hold_said_at,
     from dated
     where first_night and not is_prior and reference_n >= 3 and noise_sigma is not null
     union all by name
     /* A change still standing at the series' last point before this batch: followed on. */
     select
         {{ keys | join(', ') }}, started_at as start_at, run_id as start_run,
-        hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign,
+        hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at,
     from (
         select * from prior
         qualify row_number() over (
@@ -520,6 +523,8 @@ followed_level as (
 followed_test as (
     select
         *,
+        /* The runs since the change was said: new evidence, not the runs that said it. */
+        list_filter(since_runs, lambda r: r.at > hold_said_at) as after_runs,
         len(since_runs) as held_k,
         len(held_values) as held_n,
         list_avg(held_values) as held_value,
@@ -547,7 +552,12 @@ held as (
         *,
         coalesce(
             held_n >= 2 and held_p <= {{ alpha }} and sign(held_share) = hold_sign
-            and abs(held_share) >= {{ min_alarm }},
+            and abs(held_share) >= {{ min_alarm }}
+            /* and the runs since it was said lean its way (one-sided p <= 0.2): a false alarm
+               rests on the runs that raised it, and the next ordinary runs end it */
+            and (len(after_runs) = 0 or hold_sigma = 0 or hold_sign * (
+                list_avg(list_transform(after_runs, lambda r: r.v)) - hold_reference
+            ) / (hold_sigma * sqrt(1 / len(after_runs) + pi() / (2 * hold_n))) >= 0.8416),
             false
         ) as still,
     from followed_p
@@ -580,7 +590,7 @@ covered as (
     /* The change each point stands in (the latest one begun before it and not over). */
     select
         p.env, p.figure, p.subject, p.run_id, a.start_run, a.hold_verdict, a.hold_since,
-        a.hold_reference, a.hold_sigma, a.hold_n, a.hold_sign,
+        a.hold_reference, a.hold_sigma, a.hold_n, a.hold_sign, a.hold_said_at,
         h.held_value, h.held_k, h.held_n, h.held_share, h.held_score, h.held_p,
     from dated as p
     inner join accepted as a
@@ -600,7 +610,7 @@ overlaid as (
     select
         d.* rename (verdict as test_verdict, change_since as test_change_since),
         c.start_run, c.hold_verdict, c.hold_since, c.hold_reference, c.hold_sigma, c.hold_n,
-        c.hold_sign, c.held_value, c.held_k, c.held_n, c.held_share, c.held_score, c.held_p,
+        c.hold_sign, c.hold_said_at, c.held_value, c.held_k, c.held_n, c.held_share, c.held_score, c.held_p,
         /* A change said before tonight and still there (tonight's test alone may be quiet:
            its reference has taken in the changed runs), flagged nights excepted. */
         c.start_run is not null and c.start_run <> d.run_id and c.held_value is not null
@@ -661,6 +671,6 @@ select
     /* the several-run test's own verdict and night, before a standing change is followed */
     test_verdict, test_change_since, standing,
     /* the standing change followed (what the next batch needs to follow it on) */
-    hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign,
+    hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at,
 from final
 order by started_at, run_id, env, figure, subject
