@@ -72,7 +72,7 @@ SPEEDUP, RPS = "pipeline_speedup", "bench_rps"
 ALARMS = ("regression", "improvement", "changed")
 DIGESTS = {"nightly": "9f8e7d6c5b4a", "quick": "0a1b2c3d4e5f"}
 VERSIONS = ("7.2.4", "7.4.1")  # before / after the upgrade
-DETECT_NIGHTS = (30, 31, 32, 33, 35, 39)
+DETECT_NIGHTS = (30, 31, 32, 33, 34, 35, 39)
 
 
 def project_vars() -> dict:
@@ -144,7 +144,7 @@ CHANGES = ("step", "drift")
 
 @dataclass(frozen=True)
 class Target:
-    """One of issue 30's numbers: a figure of a scenario against a bound."""
+    """One of issues 30 and 38's numbers: a figure of a scenario against a bound."""
 
     label: str
     scenario: str
@@ -154,15 +154,46 @@ class Target:
 
 
 TARGETS = [
-    Target("−5 % step in σ = 2 %: regression by night 32", "step5-g2", "by_32", 0.90, True),
-    Target("−3 % step in σ = 1 %: regression by night 32", "step3-g1", "by_32", 0.90, True),
+    # Issue 38: called within 3, 5 and 10 nights of the step (nights 30-32, 30-34, 30-39)...
     *(
-        Target(f"{name}: false alarms per judged series-night", name, "false_alarms", 0.005, False)
-        for name in ("steady-g1", "steady-g2", "steady-g5", "steady-t3", "steady-u5")
+        Target(
+            f"{change} step in {noise}: regression within {within} nights",
+            name,
+            f"by_{29 + within}",
+            bound,
+            True,
+        )
+        for change, noise, name in (
+            ("−5 %", "σ = 2 %", "step5-g2"),
+            ("−3 %", "σ = 1 %", "step3-g1"),
+        )
+        for within, bound in ((3, 0.85), (5, 0.95), (10, 0.99))
+    ),  # fmt: skip
+    # ... and still said on night 39 (a standing change does not fade)
+    Target("−5 % step in σ = 2 %: still said on night 39", "step5-g2", "said_39", 0.95, True),
+    Target(
+        "−0.5 %/night drift in σ = 1 %: regression within 10 nights",
+        "drift05-g1",
+        "by_39",
+        0.95,
+        True,
     ),
     *(
-        Target(f"{name}: series with any alarm over the nights", name, "any_alarm", 0.05, False)
-        for name in ("steady-g1", "steady-g2", "steady-g5", "steady-t3", "steady-u5")
+        Target(f"{name}: false alarms per judged series-night", name, "false_alarms", 0.005, False)
+        for name in ("steady-g1", "steady-g2", "steady-g5", "steady-u5")
+    ),
+    Target(
+        "steady-t3: false alarms per judged series-night", "steady-t3", "false_alarms", 0.01, False
+    ),
+    Target(
+        "steady-g2: series with any alarm over the nights", "steady-g2", "any_alarm", 0.05, False
+    ),
+    Target(
+        "upgrade-g2: an upgrade called a regression (from night 30)",
+        "upgrade-g2",
+        "alarm_from_30",
+        0.01,
+        False,
     ),
     Target("steady σ = 2 %: series-nights called noisy", "steady-g2", "noisy", 0.20, False),
 ]
@@ -391,6 +422,8 @@ def scenario_figures(judged: Judged, sc: Scenario, nights: int, first: int) -> d
         for night in DETECT_NIGHTS:
             if night < nights:
                 out[f"by_{night}"] = share(regression[:, EVENT_NIGHT : night + 1].any(axis=1))
+        # Said on the last night: a change that stands stays reported (issue 38).
+        out[f"said_{nights - 1}"] = share(regression[:, nights - 1])
         # The night the first regression said the change began: 30 is right.
         said = regression[:, EVENT_NIGHT:]
         firsts = np.where(said.any(axis=1), said.argmax(axis=1) + EVENT_NIGHT, -1)
@@ -435,8 +468,8 @@ def step_table(figures: dict[str, dict], nights: int, first: int) -> list[str]:
     out = [
         f"| scenario | noise | change | false alarms before (nights {first}–29) | "
         + " | ".join(f"by night {n}" for n in shown)
-        + " | first night said = 30 (± 1) |",
-        "|---|---|---:|---:|" + "---:|" * len(shown) + "---:|",
+        + f" | said on night {nights - 1} | first night said = 30 (± 1) |",
+        "|---|---|---:|---:|" + "---:|" * len(shown) + "---:|---:|",
     ]
     for sc in SCENARIOS:
         if sc.kind not in CHANGES:
@@ -445,6 +478,7 @@ def step_table(figures: dict[str, dict], nights: int, first: int) -> list[str]:
         out.append(
             f"| {sc.name} | {sc.noise_label} | {sc.change_label} | {pct(f['false_alarms'])} | "
             + " | ".join(pct(f[f"by_{n}"]) for n in shown)
+            + f" | {pct(f[f'said_{nights - 1}'])}"
             + f" | {pct(f['since_30'])} ({pct(f['since_within_1'])}) |"
         )
     return out
@@ -454,8 +488,9 @@ def target_rows(figures: dict[str, dict]) -> list[dict]:
     """Each target with the measured figure and whether it is met."""
     rows = []
     for t in TARGETS:
-        value = float(figures[t.scenario][t.figure])
-        met = value >= t.bound if t.at_least else value <= t.bound
+        found = figures[t.scenario].get(t.figure)  # nights after the event this run has
+        value = float(found) if found is not None else None
+        met = value is not None and (value >= t.bound if t.at_least else value <= t.bound)
         rows.append({"target": t.label, "bound": t.bound, "at_least": t.at_least,
                      "measured": value, "met": met})  # fmt: skip
     return rows
@@ -466,6 +501,9 @@ def target_table(rows: list[dict]) -> list[str]:
     out = ["| target | bound | measured | |", "|---|---:|---:|---|"]
     for r in rows:
         bound = f"{'≥' if r['at_least'] else '≤'} {pct(r['bound'])}"
+        if r["measured"] is None:
+            out.append(f"| {r['target']} | {bound} | — | not measured (too few nights) |")
+            continue
         met = "met" if r["met"] else "MISSED"
         out.append(f"| {r['target']} | {bound} | {pct(r['measured'])} | {met} |")
     return out

@@ -100,6 +100,7 @@ def project_vars() -> dict:
     return yaml.safe_load(project.read_text())["vars"]
 
 
+LONG_NIGHTS = 70  # of the standing stories: long enough for the reference to take in a step
 SPEEDUP = "pipeline_speedup", "set c1 3B"
 RPS = "bench_rps", "set c1 P1 3B"
 
@@ -159,6 +160,13 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
                 within(1e5 if day < 19 else 0.6e5, 0.02, rng),
                 version=version,
             )
+        # Their own draws (the stories above keep theirs): σ = 10 % (no number of runs shows
+        # 5 %), and σ = 1 % with a 5 % step on night 30 that stands, or returns on night 50.
+        own = random.Random(41)
+        for day in range(LONG_NIGHTS):
+            land("loud", day, noisy(10, 0.10, own), 1e5)
+            land("standing", day, noisy(9.5 if day >= 30 else 10, 0.01, own), 1e5)
+            land("returned", day, noisy(9.5 if 30 <= day < 50 else 10, 0.01, own), 1e5)
     warehouse.build(Lake.at(lake_dir), root / "w.duckdb")
     return root, runs
 
@@ -245,6 +253,85 @@ def test_noise_raises_no_alarm_and_says_when_it_hides_5_percent(con):
         "select judged, noisy, figures from verdicts where env = 'quiet'"
     ).fetchone()
     assert judged + noisy == figures and judged > noisy
+
+
+def test_the_long_test_waits_for_every_run_where_none_could_show_the_change(con):
+    """σ = 10 %: even infinitely many runs could not show 5 % at alpha, so the long test asks
+    for verdict_max_recent_runs runs (DuckDB's greatest() ignoring a NULL made it 3)."""
+    k_max = project_vars()["verdict_max_recent_runs"]
+    asked = con.execute(
+        "select distinct recent_k from figure_trends where env = 'loud' and figure = ?"
+        " and subject = ? and reference_n = 30 and not confirmed",
+        list(SPEEDUP),
+    ).fetchall()
+    assert asked == [(k_max,)]
+
+
+def test_a_standing_regression_stays_reported_against_its_own_reference(con, history):
+    """A 5 % step on night 30 that stays: once said, the regression is said every night,
+    since night 30, though tonight's test alone has taken the changed runs into its
+    reference; it is "new" once."""
+    rows = con.execute(
+        "select verdict, test_verdict, change_since, first_night, standing, reference_median"
+        " from figure_trends where env = 'standing' and figure = ? and subject = ?"
+        " order by started_at",
+        list(SPEEDUP),
+    ).fetchall()
+    assert len(rows) == LONG_NIGHTS
+    said = [i for i, r in enumerate(rows) if r[0] == "regression"]
+    assert said and said[0] <= 33 and said == list(range(said[0], LONG_NIGHTS)), said
+    # Tonight's test alone no longer sees it: its reference is the changed runs now.
+    assert rows[-1][1] != "regression" and rows[-1][4]
+    night_30 = con.execute(
+        "select started_at from figure_trends where run_id = ? and figure = ? and subject = ?",
+        [history[1]["standing"][30], *SPEEDUP],
+    ).fetchone()[0]
+    assert {r[2] for r in rows[said[0] :]} == {night_30}
+    assert [r[3] for r in rows[said[0] :]] == [True] + [False] * (len(said) - 1)
+    # The evidence is against the reference before the change (10), not the changed level.
+    assert 9.8 < rows[-1][5] < 10.2
+    changes = con.execute(
+        "select verdict, first_night, change_since from changes where env = 'standing'"
+        " and figure = ? and subject = ?",
+        list(SPEEDUP),
+    ).fetchone()
+    assert changes == ("regression", False, night_30)
+    evidence, counts = con.execute(
+        "select r.evidence, v.standing_regressions from report_changes as r"
+        " join verdicts as v using (env, run_id) where r.env = 'standing' and r.figure = ?"
+        " and r.subject = ?",
+        list(SPEEDUP),
+    ).fetchone()
+    assert evidence.startswith(f"standing since {night_30:%Y-%m-%d}: -") and counts >= 1
+
+
+def test_a_change_that_returns_is_no_longer_reported(con):
+    """The same step, back to its old level on night 50: the regression ends."""
+    over_time = verdicts_over_time(con, "returned", *SPEEDUP)
+    assert "regression" in over_time[30:50]
+    assert "regression" not in over_time[56:], over_time[50:]
+
+
+def test_a_standing_change_followed_night_by_night_equals_one_build(history, tmp_path):
+    """The nightly path (one update per night, the change followed on from the state the
+    last update kept) gives the standing stories the verdicts of one build from the lake."""
+    from test_warehouse_incremental import _same
+
+    root, runs = history
+    stepped = tmp_path / "stepped.duckdb"
+    for night in (29, 31, 32, 45, 50, 51, 60):
+        warehouse.update(Lake.at(root / "lake"), stepped, until_run_id=runs["standing"][night])
+    assert warehouse.update(Lake.at(root / "lake"), stepped).mode == "incremental"
+    query = (
+        "select env, run_id, figure, subject, verdict, test_verdict, change_since, first_night,"
+        " standing, reference_median, p_value, hold_reference from figure_trends"
+        " where env in ('standing', 'returned', 'step5') order by all"
+    )
+    with open_warehouse(root / "w.duckdb") as whole, open_warehouse(stepped) as nightly:
+        want, got = whole.execute(query).fetchall(), nightly.execute(query).fetchall()
+    assert len(got) == len(want) > 0
+    for mine, theirs in zip(got, want, strict=True):
+        assert _same(mine, theirs), (mine, theirs)
 
 
 def test_a_single_outlier_run_is_no_regression(con):

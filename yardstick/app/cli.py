@@ -751,14 +751,23 @@ def trend(
 # column the model grows (evidence for a verdict) is shown as it comes.
 _CHANGES_SHOWN = {
     "env", "figure", "subject", "nature", "value", "unit", "baseline_median", "change_share",
-    "noise_share", "verdict", "first_night", "run_id", "started_at", "better", "baseline_n",
-    "noise_band", "environment_changed", "redis_version", "profile", "series",
+    "noise_share", "verdict", "first_night", "standing", "run_id", "started_at", "better",
+    "baseline_n", "noise_band", "environment_changed", "redis_version", "profile", "series",
     "series_started", "previous_profile", "direction",
     # The verdict's evidence: in the table as report_changes' sentence, in CSV/JSON as columns.
     "recent_value", "recent_k", "recent_n", "reference_median", "reference_n", "noise_sigma",
     "noise_sigma_share", "change_score", "p_value", "single_p_value", "visible_change_share",
     "change_since",
 }  # fmt: skip
+
+
+def _said(row: dict) -> str:
+    """How long a verdict has been said: new tonight, or standing since its first night."""
+    if row.get("first_night"):
+        return " (new tonight)"
+    if row.get("standing") and row.get("change_since") is not None:
+        return f" (standing since {row['change_since']:%Y-%m-%d})"
+    return ""
 
 
 @app.command()
@@ -826,7 +835,7 @@ def changes(
                     fmt(r["value"], r["unit"]),
                     fmt(r["baseline_median"], r["unit"]),
                     f"{share * 100:+.1f} %" if share is not None else "",
-                    f"{r['verdict']}{' (new tonight)' if r['first_night'] else ''}",
+                    f"{r['verdict']}{_said(r)}",
                     evidence.get((r["env"], r["figure"], r["subject"])) or "",
                     *("" if r[c] is None else str(listing.plain(r[c])) for c in extra),
                 ]

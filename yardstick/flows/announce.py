@@ -26,6 +26,7 @@ _COUNTS = (
     "judged",
     "regressions",
     "new_regressions",
+    "standing_regressions",
     "improvements",
     "changed",
     "unconfirmed",
@@ -49,7 +50,7 @@ def verdict_events(warehouse_path: str, run_id: str | None = None) -> list[dict]
         for summary in summaries:
             moved = con.execute(
                 "select figure, subject, verdict, nature, unit, value, baseline_median,"
-                " change_share, noise_share, first_night, recent_n, reference_n,"
+                " change_share, noise_share, first_night, standing, recent_n, reference_n,"
                 " noise_sigma_share, change_score, p_value, single_p_value, change_since,"
                 " evidence from report_changes"
                 " where env = ? and run_id = ? and verdict in"
@@ -81,6 +82,7 @@ def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
             "change_pct": round(share * 100, 2) if share is not None else None,
             "noise_band_pct": round(band * 100, 2) if band is not None else None,
             "new_tonight": bool(first),
+            "standing": bool(standing),  # said before tonight and still there
             # The evidence: how many runs the change rests on, against how many, the noise,
             # the test's score and p-value (this run's alone when unconfirmed), since when.
             "runs": recent_n,
@@ -93,7 +95,7 @@ def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
         }
         for (
             figure, subject, verdict, nature, unit, value, baseline, share, band, first,
-            recent_n, reference_n, sigma, score, p_value, single_p, since, evidence,
+            standing, recent_n, reference_n, sigma, score, p_value, single_p, since, evidence,
         ) in moved
     ]  # fmt: skip
     return {

@@ -29,6 +29,7 @@ select
     t.baseline_median, t.baseline_n, t.change_share, t.noise_band, t.noise_share,
     t.environment_changed, t.redis_version, t.profile, t.series, t.series_started,
     t.previous_profile, t.direction, t.verdict, t.first_night,
+    t.standing,  /* said before tonight and still there, against the reference before it */
     /* the evidence: the recent level, the runs it rests on, the reference, the noise, the
        test's score and p-value, the smallest visible change, the night the change began */
     t.recent_value, t.recent_n, t.reference_median, t.reference_n, t.noise_sigma,

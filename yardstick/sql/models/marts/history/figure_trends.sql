@@ -81,8 +81,10 @@ prior as (
     {% if is_incremental() and prior %}
     select
         t.env, t.figure, t.subject, t.run_id, t.started_at, t.value, t.judged_value,
-        t.profile, t.series, t.baseline_key, t.verdict as prior_verdict,
-        t.change_since as prior_change_since, t.saturated,
+        t.profile, t.series, t.baseline_key, t.test_verdict as prior_verdict,
+        t.test_change_since as prior_change_since, t.saturated,
+        t.hold_verdict, t.hold_since, t.hold_reference, t.hold_sigma, t.hold_n, t.hold_sign,
+        t.hold_said_at,
     from {{ prior }} as t
     semi join (select distinct env, figure, subject from batch_points) as c
         on c.env = t.env and c.figure = t.figure and c.subject = t.subject
@@ -93,6 +95,9 @@ prior as (
         null::double as judged_value, null::varchar as profile, null::varchar as series,
         null::bigint as baseline_key, null::varchar as prior_verdict,
         null::timestamptz as prior_change_since, null::boolean as saturated,
+        null::varchar as hold_verdict, null::timestamptz as hold_since,
+        null::double as hold_reference, null::double as hold_sigma, null::bigint as hold_n,
+        null::double as hold_sign, null::timestamptz as hold_said_at,
     where false
     {% endif %}
 ),
@@ -100,7 +105,11 @@ prior as (
 points as (
     select * from batch_points
     union all by name
-    select *, true as is_prior, from prior
+    select * exclude (
+        hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at
+    ),
+        true as is_prior,
+    from prior
 ),
 
 usable as (
@@ -177,6 +186,18 @@ noise as (
     from windows
 ),
 
+inversed as (
+    select
+        *,
+        /* 1 / k of the long test (see k_long), where the reference can say it. */
+        case when reference_n >= 3 then
+            pow({{ min_change }} * abs(reference_median)
+                / nullif({{ z_as_t(z_crit, 'reference_n - 1') }} * noise_sigma, 0), 2)
+            - pi() / (2 * reference_n)
+        end as long_inverse,
+    from noise
+),
+
 sized as (
     /* Two tests of the recent level: the short one on the last recent_runs runs (a large
        change shows there first), and the long one on the fewest runs (from recent_runs to
@@ -189,16 +210,15 @@ sized as (
         case
             when noise_sigma = 0 then {{ k }}
             when reference_n < 3 or noise_sigma is null then {{ k_max }}
+            /* 1 / k = (the change in standard errors)² - π/2n: where that is not positive,
+               no number of runs shows the change, and the test waits for k_max runs (an
+               explicit case: DuckDB's greatest() ignores a NULL, which made it 3). */
             else coalesce(
-                least(greatest(ceil(1 / nullif(greatest(
-                    pow({{ min_change }} * abs(reference_median)
-                        / ({{ z_as_t(z_crit, 'reference_n - 1') }} * noise_sigma), 2)
-                    - pi() / (2 * reference_n),
-                    0), 0)), {{ k }}), {{ k_max }}),
+                case when long_inverse > 0 then least(greatest(ceil(1 / long_inverse), {{ k }}), {{ k_max }}) end,
                 {{ k_max }}
             )
         end::int as k_long,
-    from noise
+    from inversed
 ),
 
 {% set tests = ['short', 'long'] %}
@@ -448,6 +468,191 @@ dated as (
             else night_since
         end as change_since,
     from streaks
+),
+
+{% set keys = ['env', 'figure', 'subject', 'series', 'baseline_key'] %}
+{% set alarms = "('regression', 'improvement', 'changed')" %}
+starts as (
+    /* Where a change begins to be followed: the night the several-run test first said it,
+       with what it was judged against that night (reference, noise, n: frozen), so that
+       the reference taking in the changed runs night after night never fades it. */
+    select
+        {{ keys | join(', ') }}, started_at as start_at, run_id as start_run,
+        verdict as hold_verdict, change_since as hold_since, reference_median as hold_reference,
+        noise_sigma as hold_sigma, reference_n as hold_n,
+        sign(recent_value - reference_median) as hold_sign, started_at as hold_said_at,
+    from dated
+    where first_night and not is_prior and reference_n >= 3 and noise_sigma is not null
+    union all by name
+    /* A change still standing at the series' last point before this batch: followed on. */
+    select
+        {{ keys | join(', ') }}, started_at as start_at, run_id as start_run,
+        hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at,
+    from (
+        select * from prior
+        qualify row_number() over (
+            partition by {{ keys | join(', ') }} order by started_at desc, run_id desc
+        ) = 1
+    )
+    where hold_reference is not null
+),
+
+followed_up as (
+    /* Each change against every later point of its series: the runs since it began (of the
+       last k_max), those within outlier_sigmas σ of their median. */
+    select
+        s.*, p.run_id, p.started_at,
+        list_filter(p.recent_runs, lambda r: r.at >= s.hold_since) as since_runs,
+    from starts as s
+    inner join dated as p
+        on p.env = s.env and p.figure = s.figure and p.subject = s.subject
+        and p.series = s.series and p.baseline_key = s.baseline_key
+        and p.started_at > s.start_at and not p.is_prior
+),
+
+followed_level as (
+    select
+        *,
+        list_transform(list_filter(since_runs, lambda r: abs(r.v - list_aggregate(
+            list_transform(since_runs, lambda q: q.v), 'median')) <= greatest(
+                {{ outlier_sigmas }} * hold_sigma, {{ min_change }} * abs(hold_reference)
+            )), lambda r: r.v) as held_values,
+    from followed_up
+),
+
+followed_test as (
+    select
+        *,
+        /* The runs since the change was said: new evidence, not the runs that said it. */
+        list_filter(since_runs, lambda r: r.at > hold_said_at) as after_runs,
+        len(since_runs) as held_k,
+        len(held_values) as held_n,
+        list_avg(held_values) as held_value,
+        (list_avg(held_values) - hold_reference) / nullif(abs(hold_reference), 0) as held_share,
+        (list_avg(held_values) - hold_reference)
+            / nullif(hold_sigma * sqrt(1 / nullif(len(held_values), 0) + pi() / (2 * hold_n)), 0)
+            as held_score,
+    from followed_level
+),
+
+followed_p as (
+    select
+        *,
+        case
+            when held_value is null then null
+            when hold_sigma = 0 then (held_value = hold_reference)::int::double
+            else {{ p_two_sided(t_as_z('held_score', 'hold_n - 1')) }}
+        end as held_p,
+    from followed_test
+),
+
+held as (
+    /* Still there: the same test, against the frozen reference, in the same direction. */
+    select
+        *,
+        coalesce(
+            held_n >= 2 and held_p <= {{ alpha }} and sign(held_share) = hold_sign
+            and abs(held_share) >= {{ min_alarm }}
+            /* and the runs since it was said lean its way (one-sided p <= 0.2): a false alarm
+               rests on the runs that raised it, and the next ordinary runs end it */
+            and (len(after_runs) = 0 or hold_sigma = 0 or hold_sign * (
+                list_avg(list_transform(after_runs, lambda r: r.v)) - hold_reference
+            ) / (hold_sigma * sqrt(1 / len(after_runs) + pi() / (2 * hold_n))) >= 0.8416),
+            false
+        ) as still,
+    from followed_p
+),
+
+bounded as (
+    /* A change stands from its first night until the first later night it is not there. */
+    select
+        s.*,
+        (
+            select min(h.started_at) from held as h
+            where h.start_run = s.start_run and not h.still
+                and h.env = s.env and h.figure = s.figure and h.subject = s.subject
+                and h.series = s.series and h.baseline_key = s.baseline_key
+        ) as end_at,
+    from starts as s
+),
+
+accepted as (
+    /* A change said again while the same change stands continues it (not a new one). */
+    select b.* from bounded as b
+    anti join bounded as c
+        on c.env = b.env and c.figure = b.figure and c.subject = b.subject
+        and c.series = b.series and c.baseline_key = b.baseline_key
+        and c.hold_sign = b.hold_sign
+        and c.start_at < b.start_at and (c.end_at is null or b.start_at < c.end_at)
+),
+
+covered as (
+    /* The change each point stands in (the latest one begun before it and not over). */
+    select
+        p.env, p.figure, p.subject, p.run_id, a.start_run, a.hold_verdict, a.hold_since,
+        a.hold_reference, a.hold_sigma, a.hold_n, a.hold_sign, a.hold_said_at,
+        h.held_value, h.held_k, h.held_n, h.held_share, h.held_score, h.held_p,
+    from dated as p
+    inner join accepted as a
+        on a.env = p.env and a.figure = p.figure and a.subject = p.subject
+        and a.series = p.series and a.baseline_key = p.baseline_key
+        and a.start_at <= p.started_at and (a.end_at is null or p.started_at < a.end_at)
+    left join held as h on h.start_run = a.start_run and h.run_id = p.run_id
+        and h.env = p.env and h.figure = p.figure and h.subject = p.subject
+        and h.series = p.series and h.baseline_key = p.baseline_key
+    where not p.is_prior
+    qualify row_number() over (
+        partition by p.env, p.figure, p.subject, p.run_id order by a.start_at desc
+    ) = 1
+),
+
+overlaid as (
+    select
+        d.* rename (verdict as test_verdict, change_since as test_change_since),
+        c.start_run, c.hold_verdict, c.hold_since, c.hold_reference, c.hold_sigma, c.hold_n,
+        c.hold_sign, c.hold_said_at, c.held_value, c.held_k, c.held_n, c.held_share, c.held_score, c.held_p,
+        /* A change said before tonight and still there (tonight's test alone may be quiet:
+           its reference has taken in the changed runs), flagged nights excepted. */
+        c.start_run is not null and c.start_run <> d.run_id and c.held_value is not null
+            and (d.verdict not in {{ alarms }} and d.verdict <> 'environment changed'
+                or d.verdict in {{ alarms }} and sign(d.moved_by) = c.hold_sign)
+            as standing,
+        /* Tonight's test quiet: the verdict and its evidence are the standing change's. */
+        c.start_run is not null and c.start_run <> d.run_id and c.held_value is not null
+            and d.verdict not in {{ alarms }} and d.verdict <> 'environment changed' as held_over,
+    from dated as d
+    left join covered as c
+        on c.env = d.env and c.figure = d.figure and c.subject = d.subject and c.run_id = d.run_id
+    where not d.is_prior
+),
+
+final as (
+    select
+        * exclude (recent_value, recent_k, recent_n, reference_median, reference_n, noise_sigma,
+            noise_sigma_share, change_score, p_value, change_share, direction, first_night),
+        case when held_over then hold_verdict else test_verdict end as verdict,
+        case when standing then hold_since else test_change_since end as change_since,
+        /* Tonight's evidence: of the standing change when there is one, else of the test. */
+        case when held_over then held_value else recent_value end as recent_value,
+        case when held_over then held_k else recent_k end as recent_k,
+        case when held_over then held_n else recent_n end as recent_n,
+        case when held_over then hold_reference else reference_median end as reference_median,
+        case when held_over then hold_n else reference_n end as reference_n,
+        case when held_over then hold_sigma else noise_sigma end as noise_sigma,
+        case
+            when held_over then hold_sigma / nullif(abs(hold_reference), 0) else noise_sigma_share
+        end as noise_sigma_share,
+        case when held_over then held_score else change_score end as change_score,
+        case when held_over then held_p else p_value end as p_value,
+        case when held_over then held_share else change_share end as change_share,
+        case
+            when not held_over then direction
+            when hold_sign > 0 and better = 'lower' or hold_sign < 0 and better = 'higher' then 'worse'
+            when hold_sign < 0 and better = 'lower' or hold_sign > 0 and better = 'higher' then 'better'
+        end as direction,
+        /* "New tonight": first said tonight, not a standing change said again. */
+        first_night and not standing as first_night,
+    from overlaid
 )
 
 select
@@ -463,6 +668,9 @@ select
     recent_value, recent_k, recent_n, reference_median, reference_n, noise_sigma, noise_sigma_share,
     change_score, p_value, single_p_value, visible_change_share, change_since,
     direction, verdict, first_night,
-from dated
-where not is_prior
+    /* the several-run test's own verdict and night, before a standing change is followed */
+    test_verdict, test_change_since, standing,
+    /* the standing change followed (what the next batch needs to follow it on) */
+    hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at,
+from final
 order by started_at, run_id, env, figure, subject

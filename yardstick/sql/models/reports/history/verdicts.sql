@@ -12,6 +12,8 @@ select
     count(c.figure) as figures,
     count(c.figure) filter (where c.verdict = 'regression') as regressions,
     count(c.figure) filter (where c.verdict = 'regression' and c.first_night) as new_regressions,
+    /* said on an earlier night and still there: reported until it returns or is re-baselined */
+    count(c.figure) filter (where c.verdict = 'regression' and c.standing) as standing_regressions,
     count(c.figure) filter (where c.verdict = 'improvement') as improvements,
     count(c.figure) filter (where c.verdict = 'changed') as changed,
     count(c.figure) filter (where c.verdict = 'unconfirmed') as unconfirmed,
