@@ -274,3 +274,36 @@ def test_a_file_is_parsed_once_per_content_and_again_once_edited(tmp_path, monke
     path.write_text("environments: [")  # a broken edit is reported, never answered from memory
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(path)
+
+
+def test_rebaseline_entries_are_checked_and_land_with_a_run(tmp_path):
+    """`rebaseline:` names an environment of the file, a figure, who and why; a run lands
+    its environments' entries in the lake (who, when, why), not the others'."""
+    import yaml
+
+    from yardstick.flows.landing import land_rebaselines
+    from yardstick.storage import delta
+    from yardstick.storage.lakefs import Lake
+
+    entry = {"env": "a", "figure": "pipeline_speedup", "declared": "2026-02-14",
+             "by": "ops", "why": "pipelining off by design"}  # fmt: skip
+    path = tmp_path / "envs.yaml"
+    path.write_text(yaml.safe_dump({"environments": [GOOD], "rebaseline": [{**entry, "env": "b"}]}))
+    assert "field 'rebaseline.0.env': names no environment ('b')" in _error(path)
+    path.write_text(yaml.safe_dump({"environments": [GOOD], "rebaseline": [{**entry, "why": ""}]}))
+    assert "rebaseline.0.why" in _error(path)
+    path.write_text(yaml.safe_dump({"environments": [GOOD], "rebaseline": [entry]}))
+    config = load_config(path)
+    lake = Lake.at(tmp_path / "lake")
+    run_id = delta.new_run_id()
+    assert land_rebaselines(str(path), [], run_id, lake) == 0  # not this run's environment
+    assert land_rebaselines(str(path), config.environments, run_id, lake) == 1
+    (row,) = delta.read(lake, "rebaselines").to_pylist()
+    assert (row["env"], row["figure"], row["subject"], row["declared_by"], row["why"]) == (
+        "a",
+        "pipeline_speedup",
+        None,
+        "ops",
+        "pipelining off by design",
+    )
+    assert str(row["declared"]) == "2026-02-14" and row["run_id"] == run_id

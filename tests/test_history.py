@@ -39,6 +39,7 @@ def land_run(
     profile: str = "nightly",
     digest: str | None = None,
     run_row: bool = True,
+    rebaseline: dict | None = None,
 ) -> str:
     """One run of `env`: runs, steps, fingerprint and a 2-cell benchmark giving `speedup`.
     Without `run_row`, the run was killed before it could land its run row."""
@@ -49,6 +50,8 @@ def land_run(
             run, profile, finished_at=run.at, url="redis://x:1/0", same_server_as=same_server_as
         )
     fingerprint(run, version)
+    if rebaseline is not None:  # the environments file's `rebaseline:` entry, as a run lands it
+        run.write("rebaselines", [rebaseline])
     benchmark(run, [cell("SET", 1, p, value) for p, value in ((1, rps), (16, rps * speedup))])
     return run.run_id
 
@@ -100,6 +103,10 @@ def project_vars() -> dict:
     return yaml.safe_load(project.read_text())["vars"]
 
 
+REBASELINE = {
+    "figure": "pipeline_speedup", "subject": None, "declared": START.date() + timedelta(days=45),
+    "declared_by": "ops@example.com", "why": "pipelining off by design since the 7.4 upgrade",
+}  # fmt: skip
 LONG_NIGHTS = 70  # of the standing stories: long enough for the reference to take in a step
 SPEEDUP = "pipeline_speedup", "set c1 3B"
 RPS = "bench_rps", "set c1 P1 3B"
@@ -167,6 +174,9 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
             land("loud", day, noisy(10, 0.10, own), 1e5)
             land("standing", day, noisy(9.5 if day >= 30 else 10, 0.01, own), 1e5)
             land("returned", day, noisy(9.5 if 30 <= day < 50 else 10, 0.01, own), 1e5)
+            # The same step, declared the new normal on night 45 (landed with every run after).
+            land("rebased", day, noisy(9.5 if day >= 30 else 10, 0.01, own), 1e5,
+                 rebaseline=REBASELINE if day >= 45 else None)  # fmt: skip
     warehouse.build(Lake.at(lake_dir), root / "w.duckdb")
     return root, runs
 
@@ -305,6 +315,25 @@ def test_a_standing_regression_stays_reported_against_its_own_reference(con, his
     assert evidence.startswith(f"standing since {night_30:%Y-%m-%d}: -") and counts >= 1
 
 
+def test_a_series_declared_the_new_normal_is_judged_again_from_it(con, history):
+    """Re-baselined on night 45 (the environments file's `rebaseline:`): the standing
+    regression is no longer said; the series is 'new' until verdict_min_baseline runs of the
+    new level are in, then judged against them; who, when and why are in the warehouse."""
+    over_time = verdicts_over_time(con, "rebased", *SPEEDUP)
+    first = project_vars()["verdict_min_baseline"]
+    assert "regression" in over_time[30:45] and over_time[44] == "regression", over_time[30:45]
+    assert set(over_time[45 : 45 + first]) == {"new"}, over_time[45:]
+    assert not set(ALARMS) & set(over_time[45:]), over_time[45:]
+    row = con.execute(
+        "select r.declared_by, r.why, r.declared, t.started_at from rebaselines as r"
+        " join runs as t on t.run_id = r.run_id and t.env = r.env where r.env = 'rebased'"
+    ).fetchall()
+    assert len(row) == 1  # landed with every run since, counted once
+    by, why, declared, started = row[0]
+    assert by == REBASELINE["declared_by"] and why == REBASELINE["why"]
+    assert declared == REBASELINE["declared"] and started.date() == declared
+
+
 def test_a_change_that_returns_is_no_longer_reported(con):
     """The same step, back to its old level on night 50: the regression ends."""
     over_time = verdicts_over_time(con, "returned", *SPEEDUP)
@@ -325,7 +354,7 @@ def test_a_standing_change_followed_night_by_night_equals_one_build(history, tmp
     query = (
         "select env, run_id, figure, subject, verdict, test_verdict, change_since, first_night,"
         " standing, reference_median, p_value, hold_reference from figure_trends"
-        " where env in ('standing', 'returned', 'step5') order by all"
+        " where env in ('standing', 'returned', 'rebased', 'step5') order by all"
     )
     with open_warehouse(root / "w.duckdb") as whole, open_warehouse(stepped) as nightly:
         want, got = whole.execute(query).fetchall(), nightly.execute(query).fetchall()

@@ -18,7 +18,7 @@ from yardstick.tasks.base import Family
 from yardstick.tasks.registry import families
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN_TABLES = {"runs", "steps", "retained_measures", "family_load", "tool_cost"}
+RUN_TABLES = {"runs", "steps", "retained_measures", "family_load", "tool_cost", "rebaselines"}
 
 
 def test_every_family_module_declares_a_family():

@@ -412,3 +412,35 @@ def land_tool_cost(
     data = pa.concat_tables(parts)
     delta.append(lake, TOOL_COST, data, f"tool cost {run_id}")
     return data.num_rows
+
+
+def land_rebaselines(
+    config_path: str | None, envs: list[Environment], run_id: str, lake: Lake
+) -> int:
+    """Land the environments file's `rebaseline:` entries of these environments with this run
+    (who, when, why in the lake; the run counts them once its runs row lands); the rows
+    landed. A lake that refuses them loses only them: the run goes on."""
+    if not config_path:
+        return 0
+    from yardstick.settings.config import load_config
+
+    names = {env.name for env in envs}
+    by_env: dict[str, list[dict]] = {}
+    for entry in load_config(config_path).rebaseline:
+        if entry.env in names:
+            by_env.setdefault(entry.env, []).append(
+                {
+                    "figure": entry.figure,
+                    "subject": entry.subject,
+                    "declared": entry.declared,
+                    "declared_by": entry.by,
+                    "why": entry.why,
+                }
+            )
+    landed = 0
+    for env, rows in sorted(by_env.items()):
+        try:
+            landed += delta.write(lake, "rebaselines", env, run_id, to_table("rebaselines", rows))
+        except Exception as exc:  # the measurements matter more than the declaration
+            run_logger().warning("%s: its rebaseline entries not landed: %s", env, one_line(exc))
+    return landed

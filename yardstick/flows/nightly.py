@@ -15,7 +15,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from yardstick import engine, interrupt
 from yardstick.flows.announce import announce_verdicts
 from yardstick.flows.artifacts import for_artifact
-from yardstick.flows.landing import land_tool_cost, run_logger
+from yardstick.flows.landing import land_rebaselines, land_tool_cost, run_logger
 from yardstick.flows.measure import measure_environments
 from yardstick.flows.outcome import RunEnded, RunSummary
 from yardstick.flows.plan import MAX_PARALLEL_GROUPS
@@ -197,6 +197,8 @@ def nightly(
         by_site = sites_of(envs)
         # This process measures the local site only: other sites check their own secrets.
         check_secrets(by_site.get(LOCAL_SITE, []), config_path or "embedded default")
+        # Series declared the new normal: landed with this run, before its runs rows.
+        land_rebaselines(config_path, envs, run_id, lake)
         if config_path and set(by_site) != {LOCAL_SITE}:
             # Other sites measure from where their servers are, meanwhile.
             parts = send_sites(by_site, run_id, lake, config_path, chosen.name)

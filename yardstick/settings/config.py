@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
@@ -45,6 +46,21 @@ class NotifySettings(BaseModel):
     verdicts: list[Literal[VERDICTS]] = ["regression"]  # type: ignore[valid-type]
 
 
+class Rebaseline(BaseModel):
+    """A series declared the new normal: its standing change is no longer reported, and it is
+    judged again once verdict_min_baseline runs of the new level are in (docs/verdict.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    env: str = Field(min_length=1)
+    figure: str = Field(pattern=r"^[a-z0-9_]+$")
+    # One subject (a cell, command, prefix...) or, when left out, every subject of the figure.
+    subject: str | None = None
+    declared: date  # when the operator declared it (with env, figure, subject: its identity)
+    by: str = Field(min_length=1)  # who
+    why: str = Field(min_length=1)
+
+
 class ConfigFile(BaseModel):
     """The whole environments file."""
 
@@ -57,6 +73,8 @@ class ConfigFile(BaseModel):
     lake: str | None = None
     # Optional: a message per environment whose verdict is in `on` (docs/verdict.md).
     notify: NotifySettings | None = None
+    # Optional: series declared the new normal (landed in the lake with each run: who, why).
+    rebaseline: list[Rebaseline] = []
 
     @model_validator(mode="after")
     def _check_references(self) -> ConfigFile:
@@ -85,6 +103,10 @@ class ConfigFile(BaseModel):
         for index, env in enumerate(self.environments):
             _check_tls(index, env)
             _check_shape(index, env)
+        for index, entry in enumerate(self.rebaseline):
+            if entry.env not in seen:
+                where = f"rebaseline.{index}.env"
+                raise _FieldError(where, f"names no environment ({entry.env!r})")
         return self
 
 
@@ -132,6 +154,14 @@ class _EnvFieldError(ValueError):
     def __init__(self, index: int, field: str, message: str) -> None:
         super().__init__(message)
         self.index, self.field, self.message = index, field, message
+
+
+class _FieldError(ValueError):
+    """A cross-field problem located at a top-level field (its dotted path)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field, self.message = field, message
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -215,6 +245,8 @@ def _describe(path: Path, raw: dict[str, Any], exc: ValidationError) -> str:
     if isinstance(ctx_error, _EnvFieldError):
         where = f"{_env_label(raw, ctx_error.index)}, field {ctx_error.field!r}"
         message = ctx_error.message
+    elif isinstance(ctx_error, _FieldError):
+        where, message = f"field {ctx_error.field!r}", ctx_error.message
     else:
         message = _wording(first)
         if len(loc) >= 2 and loc[0] == "environments" and isinstance(loc[1], int):

@@ -74,6 +74,19 @@ TABLES["retained_measures"] = pa.schema(
 )
 
 
+# Series declared the new normal in the environments file (`rebaseline:`), landed with each
+# run of their environment while declared: who, when and why, in the lake (docs/verdict.md).
+TABLES["rebaselines"] = pa.schema(
+    [
+        ("figure", pa.string()),
+        ("subject", pa.string()),  # null: every subject of the figure
+        ("declared", pa.date32()),
+        ("declared_by", pa.string()),
+        ("why", pa.string()),
+    ]
+)
+
+
 # The host's load sampled through each family of a run (yardstick/host/familyload.py): one
 # row per sample, landed with the family's own tables (yardstick/tasks/base.py, Family.run).
 TABLES[FAMILY_LOAD] = familyload.SCHEMA

@@ -65,8 +65,14 @@ batch_points as (
         e.server_product, e.server_version, e.redis_version, e.server_cores, e.transport, e.prober_load_1m,
         coalesce(e.environment_changed, false) as environment_changed,
         coalesce(e.segment, 0) as segment,
-        /* Absolutes are compared only within one unchanged environment; ratios across. */
-        case when f.nature = 'absolute' then coalesce(e.segment, 0) else 0 end as baseline_key,
+        /* Absolutes are compared only within one unchanged environment; ratios across; and
+           a series declared the new normal (rebaselines) starts its baseline again. */
+        case when f.nature = 'absolute' then coalesce(e.segment, 0) else 0 end
+            + 1000000 * (
+                select count(*) from {{ ref('rebaselines') }} as r
+                where r.env = f.env and r.figure = f.figure and r.subject in ('', f.subject)
+                    and r.started_at <= f.started_at
+            ) as baseline_key,
         null::varchar as prior_verdict,
         null::timestamptz as prior_change_since,
         coalesce(l.saturated, false) as saturated,  /* no load samples: not saturated */
