@@ -307,3 +307,25 @@ def test_rebaseline_entries_are_checked_and_land_with_a_run(tmp_path):
         "pipelining off by design",
     )
     assert str(row["declared"]) == "2026-02-14" and row["run_id"] == run_id
+
+
+@pytest.mark.parametrize("url", ["ftp://bucket/lake", "gs://bucket/lake", "s3://key:secret@b/lake"])
+def test_a_lake_url_of_another_scheme_is_refused_at_load_naming_the_field(tmp_path, url):
+    """`lake:` is a local folder or s3://bucket/prefix (any case): anything else is one line
+    naming the field, before a run lands its files in a folder named like the URL."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from yardstick.app.cli import app
+
+    path = tmp_path / "envs.yaml"
+    path.write_text(yaml.safe_dump({"environments": [GOOD], "lake": url}))
+    said = _error(path)
+    assert "field 'lake'" in said and "secret" not in said
+    path.write_text(yaml.safe_dump({"environments": [GOOD], "lake": "S3://bucket/lake"}))
+    assert load_config(path).lake == "S3://bucket/lake"
+    # The command line's --lake, the same rule, one line, nothing created.
+    result = CliRunner().invoke(app, ["run", "--lake", url, "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 2 and "secret" not in result.output
+    assert "scheme is not supported" in result.output or "credentials" in result.output
+    assert not (tmp_path / "s").exists() and not list(tmp_path.glob("*:*"))

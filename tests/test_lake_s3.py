@@ -289,6 +289,11 @@ def test_s3_lake_urls_and_paths():
     with pytest.raises(ValueError, match="credentials in an s3:// URL are refused") as refused:
         Lake.at("s3://AKIAEXAMPLE:very-secret@bucket/lake")
     assert "very-secret" not in str(refused.value)
+    # Any case of s3://; any other scheme is refused, never taken for a local folder.
+    assert Lake.at("S3://bucket/some/prefix") == root
+    for url in ("ftp://bucket/lake", "gs://bucket/lake", "file:///tmp/lake"):
+        with pytest.raises(ValueError, match=r"scheme is not supported: give a local folder"):
+            Lake.at(url)
     with pytest.raises(ValueError, match="has no local folder"):
         _ = root.folder
 

@@ -245,6 +245,11 @@ def table_owners() -> dict[str, str]:
     return owners
 
 
+# Tables a run lands only when asked (the environments file's `rebaseline:` entries): a real
+# run of any kind has none, so the real shape never holds them.
+LANDED_ON_REQUEST = {"rebaselines"}
+
+
 def declared_tables(kind: str) -> set[str]:
     """Every table the tool may land in a run of `kind`, from its own declarations: the tables
     of the families that may run there, and every table no family owns (whatever the run)."""
@@ -252,7 +257,9 @@ def declared_tables(kind: str) -> set[str]:
 
     collection = kind.endswith("_collection")
     scratch = kind.startswith("scratch")
-    tables = {table for table, owner in table_owners().items() if owner == "run"}
+    tables = {
+        table for table, owner in table_owners().items() if owner == "run"
+    } - LANDED_ON_REQUEST
     for family in families().values():
         if (collection and not family.collected) or (not scratch and family.scratch_only):
             continue

@@ -13,6 +13,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -23,6 +24,7 @@ from yardstick.access.environment import (  # noqa: F401  (re-exported for calle
     TlsSettings,
 )
 from yardstick.errors import ConfigError  # noqa: F401
+from yardstick.storage.location import problem as location_problem
 
 VERDICTS = (
     "regression",
@@ -75,6 +77,15 @@ class ConfigFile(BaseModel):
     notify: NotifySettings | None = None
     # Optional: series declared the new normal (landed in the lake with each run: who, why).
     rebaseline: list[Rebaseline] = []
+
+    @field_validator("lake")
+    @classmethod
+    def _check_lake(cls, value: str | None) -> str | None:
+        """A local folder or s3://bucket/prefix: any other scheme is refused here, before a
+        run lands its files under a folder named like the URL."""
+        if value is not None and (why := location_problem(value)):
+            raise ValueError(why)
+        return value
 
     @model_validator(mode="after")
     def _check_references(self) -> ConfigFile:

@@ -39,11 +39,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from yardstick.storage import location
+from yardstick.storage.location import problem as location_problem
+
 if TYPE_CHECKING:
     import duckdb
 
 # Schemes served by s3fs. "s3:/" (one slash) is what pathlib makes of "s3://": accepted too.
-_URL = re.compile(r"^(s3a?):/+(.*)$")
+_URL = location.S3_URL
 
 
 @dataclass(frozen=True)
@@ -59,16 +62,13 @@ class Lake:
         """The lake at a folder or an s3:// URL (credentials in the URL are refused)."""
         if isinstance(location, Lake):
             return location
+        # Never echo the URL in the error: it could hold a secret.
+        if why := location_problem(str(location)):
+            raise ValueError(why)
         match = _URL.match(str(location))
         if not match:
             return cls(str(Path(location).resolve()))
-        bucket_and_key = match.group(2)
-        if "@" in bucket_and_key.split("/", 1)[0]:
-            # Never echo the URL: it would hold a secret.
-            raise ValueError("credentials in an s3:// URL are refused: use the environment")
-        key = "/".join(part for part in bucket_and_key.split("/") if part)
-        if not key:
-            raise ValueError("an s3:// URL needs a bucket")
+        key = "/".join(part for part in match.group(2).split("/") if part)
         return cls(f"s3://{key}", _s3_options())
 
     def __str__(self) -> str:
