@@ -261,18 +261,9 @@ def _prepare(
     for name in env or []:
         if config is None and name != EMBEDDED_NAME:
             fail(f"--env: no environment {name!r} without --config (known: {EMBEDDED_NAME})")
-    from yardstick.storage.preflight import (
-        NotWritable,
-        check_writable,
-        lake_at,
-        path_problems,
-        run_folders,
-    )
+    from yardstick.storage.preflight import NotWritable, check_writable, path_problems, run_folders
 
-    try:
-        where = lake_at(lake)
-    except NotWritable as exc:
-        fail(str(exc))
+    where = _lake(lake)
     # Every problem of the file and the paths at once, in one line, before anything is
     # created or contacted.
     problems += path_problems(where, warehouse, out)
@@ -585,10 +576,15 @@ def _chosen_lake(lake: str | None, config: Path | None, warehouse: Path) -> Lake
                 "<environments file> (its `lake:`) or --lake"
             )
     console.print(escape(f"lake: {lake} ({source})"), highlight=False, soft_wrap=True)
+    return _lake(lake)
+
+
+def _lake(location: str) -> Lake:
+    """The lake at `location`, or its one-line error (a bad scheme, credentials in a URL)."""
     from yardstick.storage.preflight import NotWritable, lake_at
 
     try:
-        return lake_at(lake)
+        return lake_at(location)
     except NotWritable as exc:
         fail(str(exc))
 

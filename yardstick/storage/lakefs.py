@@ -39,14 +39,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from yardstick.storage import location
+# s3:// in any case ("s3:/", what pathlib makes of it, too): yardstick/storage/location.py.
+from yardstick.storage.location import S3_URL as _URL
 from yardstick.storage.location import problem as location_problem
 
 if TYPE_CHECKING:
     import duckdb
-
-# Schemes served by s3fs. "s3:/" (one slash) is what pathlib makes of "s3://": accepted too.
-_URL = location.S3_URL
 
 
 @dataclass(frozen=True)
