@@ -38,7 +38,7 @@ from yardstick.host import selfcost
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import LOCAL_SITE
 from yardstick.settings.profiles import get_profile
-from yardstick.storage import compaction, dbt, delta, retention, warehouse
+from yardstick.storage import compaction, dbt, delta, loghealth, retention, warehouse
 from yardstick.storage.lakefs import Lake
 from yardstick.storage.preflight import check_run_paths, lake_at
 
@@ -130,14 +130,22 @@ def render(
     sites: list[dict] | None = None,
     own_cost: list[dict] | None = None,
     not_landed: list[dict] | None = None,
+    lake_notes: list[str] | None = None,
 ) -> tuple[dict[str, str], str | None]:
     """Render one markdown report per environment of this run, plus the index; `own_cost`:
     the tool's cost of this run's phases the warehouse does not hold yet; `not_landed`: the
-    environments whose run is not in the lake, and why. Returns (env -> report, None), or
+    environments whose run is not in the lake, and why; `lake_notes`: what the check of the
+    lake's log repaired or refused. Returns (env -> report, None), or
     ({}, why nothing was rendered: one logged line)."""
     try:
         written = render_reports(
-            warehouse_path, out_dir, run_id, sites=sites, own_cost=own_cost, not_landed=not_landed
+            warehouse_path,
+            out_dir,
+            run_id,
+            sites=sites,
+            own_cost=own_cost,
+            not_landed=not_landed,
+            lake_notes=lake_notes,
         )
     except interrupt.Interrupted:
         raise
@@ -222,6 +230,13 @@ def nightly(
     # Before any server is touched: a lake that cannot be written, or a directory given as
     # the warehouse file, is one line, not a lost run.
     check_run_paths(lake, warehouse_path, out_dir)
+    # Before anything lands: a log a crash damaged loses runs silently, or refuses every
+    # append; what is safe is repaired, the rest refused with the command (in the index).
+    repaired, refused = loghealth.check_and_repair(lake)
+    for line in repaired:
+        run_logger().warning(line)
+    for line in refused:
+        run_logger().error(line)
     run_id = delta.new_run_id()
     parts: list[SiteRun] = []
     # The tool's own cost per phase (yardstick/host/selfcost.py), landed as `tool_cost`.
@@ -281,7 +296,7 @@ def nightly(
     # A lake that fills up (or a folder lost) mid-run: what landed stays readable (every
     # lake file appears whole or not at all), so the run still builds and reports it.
     meter.switch("landing")
-    problems = [engine.call(compact_lake, lake)]
+    problems = [*refused, engine.call(compact_lake, lake)]
     meter.switch(None)
     # Before the update that loads this run: the warehouse and rendering phases land later.
     land_cost()
@@ -307,7 +322,14 @@ def nightly(
     unrendered = None
     if not unbuilt:
         reports, unrendered = engine.call(
-            render, warehouse_path, out_dir, run_id, sites, own_cost, not_landed_of(outcomes)
+            render,
+            warehouse_path,
+            out_dir,
+            run_id,
+            sites,
+            own_cost,
+            not_landed_of(outcomes),
+            repaired + refused,
         )
         problems.append(unrendered)
     problems = [line for line in problems if line]
