@@ -20,6 +20,7 @@ def test_a_panic_is_kept_off_stderr_and_other_lines_pass(capfd):
         with panics.kept_off_stderr():  # nested (another thread's call): one pipe
             os.write(2, PANIC)
         os.write(2, b"after\n\nlast")
+        os.write(2, b" line\r\x1b[2Kredrawn")  # a progress line: never held back
     os.write(2, b"\n")
-    assert capfd.readouterr().err == "before\nafter\n\nlast\n"
+    assert capfd.readouterr().err == "before\nafter\n\nlast line\r\x1b[2Kredrawn\n"
     assert "panicked at" in panics.swallowed[-1]

@@ -50,8 +50,17 @@ def _forward(read_fd: int, out_fd: int) -> None:
                 else:
                     _write_all(out_fd, blank + line + b"\n")
                     blank = b""
+            if pending and not in_panic and not _could_open_a_panic(pending):
+                # A line still being written (a progress line's redraw): passed on now.
+                _write_all(out_fd, blank + pending)
+                blank = pending = b""
         if not in_panic:
             _write_all(out_fd, blank + pending)
+
+
+def _could_open_a_panic(start: bytes) -> bool:
+    """Whether the start of a line may still turn out to be a panic's first line."""
+    return start.startswith(b"thread '") or b"thread '".startswith(start)
 
 
 def _write_all(fd: int, data: bytes) -> None:
