@@ -120,7 +120,7 @@ def _lost_files(lake: Lake, table: str, root: Path, found: TableDamage, now: flo
         dirs[:] = [d for d in dirs if d != "_delta_log" and not d.startswith(".")]
         for name in names:
             path = Path(folder) / name
-            if not name.endswith(".parquet") or name.startswith("."):
+            if not _delta_data_file(path, root):
                 continue
             if os.path.normpath(str(path)) in named:
                 continue
@@ -137,6 +137,19 @@ def _lost_files(lake: Lake, table: str, root: Path, found: TableDamage, now: flo
         if runs and not runs & have:
             found.orphans.append(path)
             found.lost_runs.extend(sorted(runs - set(found.lost_runs)))
+
+
+def _delta_data_file(path: Path, root: Path) -> bool:
+    """Whether a file is one delta-rs writes (part-….parquet under env=…/period=…): a lake of
+    the earlier format keeps its own files beside them until migrated (never added back)."""
+    folders = path.relative_to(root).parts[:-1]
+    return (
+        path.name.startswith("part-")
+        and path.name.endswith(".parquet")
+        and len(folders) == 2
+        and folders[0].startswith("env=")
+        and folders[1].startswith("period=")
+    )
 
 
 def _partition(path: Path, root: Path) -> dict[str, str]:
