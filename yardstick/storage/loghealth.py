@@ -100,9 +100,10 @@ def check_table(lake: Lake, table: str, now: float | None = None) -> TableDamage
             found.placeholders.append(version)
         else:
             found.middle.append(version)
-    if found.middle:  # not known what it held: the table is not read further
-        return found
+    if 0 in found.middle or any(v not in commits for v in found.middle):
+        return found  # a gap, or no first commit: delta-rs cannot read it (and says so)
     try:
+        # An empty commit reads as none: its runs are found (and named) all the same.
         _lost_files(lake, table, root, found, now)
     except (OSError, ValueError) as exc:
         found.unreadable = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -174,8 +175,9 @@ def check_and_repair(lake: Lake) -> tuple[list[str], list[str]]:
     skipped (the run's own steps say why it cannot be written)."""
     try:
         return repair(lake, check(lake))
-    except OSError as exc:
-        return [], [f"lake {lake}: its log not checked ({exc.strerror or exc})"]
+    except Exception as exc:  # a check that fails must not cost the night its measurements
+        said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return [], [f"lake {lake}: its log not checked ({said.splitlines()[0] if said else exc})"]
 
 
 def repair(
@@ -195,9 +197,10 @@ def repair(
             refused.append(f"{where}: its first commit is lost or empty; it cannot be repaired")
             continue
         if damage.middle and not middle_too:
+            runs = f" ({_runs(damage.lost_runs)})" if damage.lost_runs else ""
             refused.append(
                 f"{where}: commit(s) {_versions(damage.middle)} damaged (missing or empty) "
-                "before later commits; their runs are not read. Not repaired automatically "
+                f"before later commits; their runs{runs} are not read. Not repaired automatically "
                 "(such a commit may also have changed the schema or removed files); "
                 f"run `{REPAIR_COMMAND.format(lake=lake)}`"
             )
