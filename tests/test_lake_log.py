@@ -158,3 +158,30 @@ def test_report_refuses_a_damaged_middle_with_the_command_that_repairs_it(landed
     assert "added back" in fixed.stdout
     again = finish(start_yardstick(tmp_path, "lake", "repair", *args), timeout=300)
     assert "every table's log is whole" in again.stdout
+
+
+@pytest.mark.e2e
+@pytest.mark.server_agnostic
+def test_a_nightly_run_repairs_a_lost_last_commit_before_landing_and_says_so(
+    landed, prefect_server, redis_server, tmp_path
+):
+    from conftest import run_nightly, write_config
+
+    lake_dir, ids = _copy(landed, tmp_path)
+    _commit(lake_dir, 3).unlink()
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [
+            {
+                "name": "only",
+                "url": redis_server.url,
+                "mode": "read-only",
+                "families": ["fingerprint"],
+            }
+        ],
+    )
+    state, summary = run_nightly(tmp_path, config_path=str(config), lake_dir=str(lake_dir))
+    assert state.is_completed(), state.message
+    index = (tmp_path / "out" / "index.md").read_text()
+    assert "## The lake" in index and f"added back (cache/{ids[3]})" in index
+    assert set(ids) <= set(_runs(lake_dir))
