@@ -77,8 +77,11 @@ def _readable(path: Path) -> bool:
         return False
 
 
-def check_table(lake: Lake, table: str, now: float | None = None) -> TableDamage:
-    """One table's log and data files against each other (a local lake)."""
+def check_table(
+    lake: Lake, table: str, now: float | None = None, files: bool = True
+) -> TableDamage:
+    """One table's log and data files against each other (a local lake); its log alone
+    with `files=False` (no data file read: what a collection every 5 minutes can afford)."""
     now = time.time() if now is None else now
     found = TableDamage(table)
     root = lake.folder / table
@@ -100,7 +103,7 @@ def check_table(lake: Lake, table: str, now: float | None = None) -> TableDamage
             found.placeholders.append(version)
         else:
             found.middle.append(version)
-    if 0 in found.middle or any(v not in commits for v in found.middle):
+    if not files or 0 in found.middle or any(v not in commits for v in found.middle):
         return found  # a gap, or no first commit: delta-rs cannot read it (and says so)
     try:
         # An empty commit reads as none: its runs are found (and named) all the same.
@@ -162,19 +165,20 @@ def _partition(path: Path, root: Path) -> dict[str, str]:
     return values
 
 
-def check(lake: Lake, tables: list[str] | None = None) -> list[TableDamage]:
+def check(lake: Lake, tables: list[str] | None = None, files: bool = True) -> list[TableDamage]:
     """Every table's damage (tables with none left out); an S3 lake is not checked here."""
     if lake.remote or not lake.folder.is_dir():
         return []
-    return [d for t in tables or list(TABLES) if (d := check_table(lake, t)).damaged]
+    found = (check_table(lake, t, files=files) for t in tables or list(TABLES))
+    return [d for d in found if d.damaged]
 
 
-def check_and_repair(lake: Lake) -> tuple[list[str], list[str]]:
+def check_and_repair(lake: Lake, files: bool = True) -> tuple[list[str], list[str]]:
     """Check every table and repair what is safe: (what was repaired, what was refused with
     the command that repairs it), one line per table. A lake that cannot be listed is
     skipped (the run's own steps say why it cannot be written)."""
     try:
-        return repair(lake, check(lake))
+        return repair(lake, check(lake, files=files))
     except Exception as exc:  # a check that fails must not cost the night its measurements
         said = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return [], [f"lake {lake}: its log not checked ({said.splitlines()[0] if said else exc})"]
