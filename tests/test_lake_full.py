@@ -96,6 +96,10 @@ def test_a_lake_that_fills_mid_run_keeps_what_landed_and_reports_it(redis_server
         assert result.returncode == 1, output
         assert "Traceback" not in output
         assert "not landed" in output and "No space left on device" in output
+        # delta-rs's Rust panic (object_store's BufWriter after the failed write) stays off
+        # the terminal: the error line names the lake's table instead.
+        assert "panicked" not in output and "stack backtrace" not in output, output
+        assert f"{lake_dir}/" in output
 
         # What landed is whole and current; no temporary file is left in the lake.
         hidden = [p for p in lake_dir.rglob(".*") if p.name != ".compaction.lock"]
@@ -113,6 +117,13 @@ def test_a_lake_that_fills_mid_run_keeps_what_landed_and_reports_it(redis_server
         out = tmp_path / "out"
         assert (out / "index.md").is_file() and (out / "first.md").is_file()
         assert "first" in (out / "index.md").read_text()
+        # The environment that did not land is named, with why, in the index and comparison.
+        index, comparison = (out / "index.md").read_text(), (out / "comparison.md").read_text()
+        assert "| second | **not landed**: OSError: " in index, index
+        assert "- **second**: its run did not land in the lake (OSError: " in index, index
+        assert "No space left on device" in index
+        assert "| second | **not landed** |" in comparison, comparison
+        assert "Tonight's run of second did not land in the lake" in comparison
 
         # The next run reads the lake as it was left.
         rebuilt = finish(

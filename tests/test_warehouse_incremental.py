@@ -194,7 +194,7 @@ def test_an_unfinished_update_of_an_earlier_version_makes_the_next_one_a_full_re
     wal = target.with_name(target.name + ".wal")
     wal.write_bytes(stale.with_name(stale.name + ".wal").read_bytes())
     result = warehouse.update(Lake.at(history[1]), target)
-    assert result.mode == "full" and "could not be opened" in result.reason
+    assert result.mode == "full" and "a stale w.duckdb.wal (not replayed)" in result.reason
     assert not wal.exists()
     open_warehouse(target).close()
 

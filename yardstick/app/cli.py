@@ -421,9 +421,18 @@ def report(
     import duckdb
 
     from yardstick.reports.render import render_reports
+    from yardstick.storage import loghealth
     from yardstick.storage.dbt import signals_stop_the_update
     from yardstick.storage.warehouse import update
 
+    # A log a crash damaged would lose runs silently: repaired where safe, else refused.
+    repaired, refused = loghealth.check_and_repair(lake)
+    for line in repaired:
+        err.print(
+            f"[yellow]warning:[/] {escape(line)}", markup=True, highlight=False, soft_wrap=True
+        )
+    if refused:
+        fail("; ".join(refused), code=1)
     try:
         with signals_stop_the_update():
             result = update(lake, warehouse, full=True)
@@ -432,7 +441,7 @@ def report(
     except (RuntimeError, duckdb.Error, OSError) as exc:
         # The previous warehouse is left as it was; say which file or model failed.
         fail(f"{lake}: warehouse not rebuilt: {_first_line(exc)}", code=1)
-    written = render_reports(warehouse, out)
+    written = render_reports(warehouse, out, lake_notes=repaired)
     console.print(
         f"{len(written)} report(s) in {out}; warehouse {warehouse} ({result.wall_s:.1f} s)"
     )
@@ -503,6 +512,28 @@ def lake_migrate(config: ConfigOpt = None, lake: LakeChoiceOpt = None) -> None:
         console.print(escape(migrate.migrate(lake).summary()), highlight=False, soft_wrap=True)
     except (OSError, RuntimeError) as exc:
         fail(f"{lake}: not migrated: {_first_line(exc)}", code=1)
+
+
+@lake_app.command("repair")
+def lake_repair(config: ConfigOpt = None, lake: LakeChoiceOpt = None) -> None:
+    """Repair the Delta logs a crash damaged: a missing or empty commit is replaced (in the
+    middle of a log too) and runs whose files no commit names are added back, never twice."""
+    lake = _chosen_lake(lake, config, Path("warehouse.duckdb"))
+    _check_lake(lake)
+    if lake.remote:
+        fail(f"{lake}: an S3 lake's log is not checked by `yardstick lake repair`")
+    from yardstick.storage import loghealth
+
+    try:
+        done, refused = loghealth.repair(lake, loghealth.check(lake), middle_too=True)
+    except OSError as exc:
+        fail(f"{lake}: not repaired: {_first_line(exc)}", code=1)
+    for line in done:
+        console.print(escape(line), highlight=False, soft_wrap=True)
+    if refused:
+        fail("; ".join(refused), code=1)
+    if not done:
+        console.print(escape(f"{lake}: every table's log is whole"), highlight=False)
 
 
 @app.command()

@@ -125,11 +125,43 @@ def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
     }
 
 
+def outcome_events(outcomes: list, run_id: str, profile: str, why: str | None) -> list[dict]:
+    """The events to emit when the warehouse cannot say tonight's verdicts (`why`): one per
+    environment from its outcome (flows/outcome.EnvOutcome): `missing` with the reason for a
+    missing site's, else `not judged` with how its run ended."""
+    events = []
+    for outcome in outcomes:
+        missing = outcome.status == "missing"
+        summary = {
+            "env": outcome.env,
+            "run_id": run_id,
+            "profile": profile,
+            "verdict": "missing" if missing else "not judged",
+            "missing_reason": outcome.error if missing else None,
+            **dict.fromkeys(_COUNTS, 0),
+        }
+        event = _event(summary, [], [])
+        event["payload"].update(
+            status=outcome.status,
+            error=outcome.error,
+            landed=outcome.landed,
+            not_judged_because=why,
+        )
+        events.append(event)
+    return events
+
+
 def message(payload: dict) -> tuple[str, str]:
     """(subject, body) of one environment's verdict, for a notification block."""
     subject = f"redis-yardstick: {payload['verdict']} on {payload['env']}"
     if payload.get("missing_reason"):
         return subject, f"Run {payload['run_id']}: missing: {payload['missing_reason']}"
+    if payload.get("not_judged_because"):
+        ended = payload["status"] + (f" ({payload['error']})" if payload.get("error") else "")
+        return subject, (
+            f"Run {payload['run_id']} ({payload['profile']}): {ended}; not judged: "
+            f"{payload['not_judged_because']}"
+        )
     lines = [
         f"Run {payload['run_id']} ({payload['profile']}): {payload['regressions']} regression(s),"
         f" {payload['improvements'] + payload['changed']} improvement(s),"
@@ -163,19 +195,39 @@ def notify(block_name: str, verdicts: list[str], specs: list[dict]) -> int:
 
 @task(name="announce-verdicts", cache_policy=NO_CACHE)
 def announce_verdicts(
-    warehouse_path: str, run_id: str, notify_settings: dict | None = None
+    warehouse_path: str | None,
+    run_id: str,
+    notify_settings: dict | None = None,
+    fallback: list[dict] | None = None,
 ) -> list[str]:
     """Emit one Prefect event per environment of this run with its verdict (an automation on
     `yardstick.regression` notifies people), and with `notify_settings` (the environments
     file's `notify:`) send the chosen verdicts through a notification block; return the
-    events' names. Never fails the run: the reports are written already."""
+    events' names. Without a warehouse to read (None, or one that fails), the `fallback`
+    events (outcome_events: what the run itself knows) go out instead, so a missing site is
+    still told. Never fails the run."""
     logger = get_run_logger()
     emitted = []
     try:
-        specs = verdict_events(warehouse_path, run_id)
-    except Exception as exc:  # the reports are written: a failed announcement fails nothing
-        logger.warning("verdict events not emitted: %s", str(exc).splitlines()[0])
-        return emitted
+        if warehouse_path is None:
+            specs = fallback or []
+        else:
+            specs = verdict_events(warehouse_path, run_id)
+    except Exception as exc:  # a failed announcement fails nothing
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if not fallback:
+            logger.warning("verdict events not emitted: %s", said)
+            return emitted
+        logger.warning("verdicts not read (%s): each environment's outcome sent instead", said)
+        specs = fallback
+    # An environment whose run did not land (the warehouse has none of it) is told too.
+    judged = {spec["payload"]["env"] for spec in specs}
+    specs = specs + [
+        spec
+        for spec in fallback or []
+        if spec["payload"]["env"] not in judged
+        and (not spec["payload"]["landed"] or spec["payload"]["verdict"] == "missing")
+    ]
     for spec in specs:
         emit_event(**spec)
         payload = spec["payload"]

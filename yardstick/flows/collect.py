@@ -28,7 +28,7 @@ from yardstick.flows.units import measure_units
 from yardstick.host import selfcost
 from yardstick.settings.config import LOCAL_SITE, Environment
 from yardstick.settings.profiles import Profile, SlowlogProfile, get_profile
-from yardstick.storage import compaction, cursors, delta
+from yardstick.storage import compaction, cursors, delta, loghealth
 from yardstick.storage.lakefs import Lake
 from yardstick.storage.preflight import lake_at
 from yardstick.tasks.base import RunContext
@@ -265,6 +265,11 @@ def collect(
     profile = collect_profile(keep_slowlog_args)
     run_id = delta.new_run_id()
     lake = lake_at(lake_dir or configured_lake(config_path) or "lake")
+    # A lost commit that a checkpoint covers refuses every append until replaced (its log
+    # alone is read here; the nightly run also adds back the files of a lost commit).
+    repaired, refused = loghealth.check_and_repair(lake, files=False)
+    for line in repaired + refused:
+        run_logger().warning(line)
     meter = selfcost.current()  # the tool's own cost per phase, landed as `tool_cost`
     with environments(config_path, env_names) as (envs, server_binary):
         by_site = sites_of(envs)

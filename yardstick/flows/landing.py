@@ -379,8 +379,10 @@ def record_run(
             delta.write(lake, "steps", env.name, run_id, to_table("steps", steps))
             delta.write(lake, "runs", env.name, run_id, to_table("runs", [run_row]))
     except OSError as exc:  # a full disk here must not stop the other environments
-        status, error = "failed", f"not landed: {one_line(exc)}"
+        status, error, landed = "failed", f"not landed: {one_line(exc)}", False
         run_logger().error("%s: %s", env.name, error)
+    else:
+        landed = True
     return EnvOutcome(
         env=env.name,
         mode=env.mode,
@@ -389,6 +391,7 @@ def record_run(
         window_s=sum(s["window_s"] for s in steps),
         error=error or None,
         landed_rows=landed_rows,
+        landed=landed,
     )
 
 

@@ -13,11 +13,11 @@ from prefect.states import Cancelled, Failed, State
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from yardstick import engine, interrupt
-from yardstick.flows.announce import announce_verdicts
+from yardstick.flows.announce import announce_verdicts, outcome_events
 from yardstick.flows.artifacts import for_artifact
 from yardstick.flows.landing import land_rebaselines, land_tool_cost, run_logger
 from yardstick.flows.measure import measure_environments
-from yardstick.flows.outcome import RunEnded, RunSummary
+from yardstick.flows.outcome import RunEnded, RunSummary, not_landed_of
 from yardstick.flows.plan import MAX_PARALLEL_GROUPS
 from yardstick.flows.sites import (
     SITE_TIMEOUT_S,
@@ -38,7 +38,7 @@ from yardstick.host import selfcost
 from yardstick.reports.render import render_reports
 from yardstick.settings.config import LOCAL_SITE
 from yardstick.settings.profiles import get_profile
-from yardstick.storage import compaction, dbt, delta, retention, warehouse
+from yardstick.storage import compaction, dbt, delta, loghealth, retention, warehouse
 from yardstick.storage.lakefs import Lake
 from yardstick.storage.preflight import check_run_paths, lake_at
 
@@ -58,13 +58,25 @@ def compact_lake(lake: Lake) -> str | None:
 @task(name="update-warehouse", cache_policy=NO_CACHE)
 def update_warehouse(
     lake: Lake, warehouse_path: str, full_rebuild: bool = False, until_run_id: str | None = None
-) -> str:
+) -> str | None:
     """Add what landed since the last update to the warehouse (or rebuild it, saying why);
-    Ctrl-C or SIGTERM stops it within seconds (interrupt.Interrupted)."""
-    with dbt.signals_stop_the_update():
-        result = warehouse.update(
-            lake, warehouse_path, full=full_rebuild, until_run_id=until_run_id
+    return None, or why it could not (one logged line: the night's events still go out, from
+    what landed). Ctrl-C or SIGTERM stops it within seconds (interrupt.Interrupted)."""
+    try:
+        with dbt.signals_stop_the_update():
+            result = warehouse.update(
+                lake, warehouse_path, full=full_rebuild, until_run_id=until_run_id
+            )
+    except interrupt.Interrupted:
+        raise
+    except Exception as exc:  # whatever it was, the lake holds the night: said, not raised
+        line = (
+            f"warehouse {warehouse_path}: not updated ({_first_line(exc)}); what landed is "
+            "in the lake, and the next run updates the warehouse and reports"
         )
+        run_logger().error(line)
+        run_logger().debug("warehouse update failed", exc_info=True)
+        return line
     run_logger().info(
         "warehouse %s (%s): %d runs, %d files read, load %.1f s, models %.1f s, total %.1f s",
         result.mode,
@@ -75,7 +87,15 @@ def update_warehouse(
         result.models_s,
         result.wall_s,
     )
-    return result.mode
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's first line (its class name when it has no text)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
 @task(name="apply-retention", cache_policy=NO_CACHE)
@@ -109,11 +129,32 @@ def render(
     run_id: str,
     sites: list[dict] | None = None,
     own_cost: list[dict] | None = None,
-) -> dict[str, str]:
+    not_landed: list[dict] | None = None,
+    lake_notes: list[str] | None = None,
+) -> tuple[dict[str, str], str | None]:
     """Render one markdown report per environment of this run, plus the index; `own_cost`:
-    the tool's cost of this run's phases the warehouse does not hold yet."""
-    written = render_reports(warehouse_path, out_dir, run_id, sites=sites, own_cost=own_cost)
-    return {env: str(path) for env, path in written.items()}
+    the tool's cost of this run's phases the warehouse does not hold yet; `not_landed`: the
+    environments whose run is not in the lake, and why; `lake_notes`: what the check of the
+    lake's log repaired or refused. Returns (env -> report, None), or
+    ({}, why nothing was rendered: one logged line)."""
+    try:
+        written = render_reports(
+            warehouse_path,
+            out_dir,
+            run_id,
+            sites=sites,
+            own_cost=own_cost,
+            not_landed=not_landed,
+            lake_notes=lake_notes,
+        )
+    except interrupt.Interrupted:
+        raise
+    except Exception as exc:  # the events still go out
+        line = f"reports not rendered from {warehouse_path} ({_first_line(exc)})"
+        run_logger().error(line)
+        run_logger().debug("rendering failed", exc_info=True)
+        return {}, line
+    return {env: str(path) for env, path in written.items()}, None
 
 
 @task(name="publish-artifacts", cache_policy=NO_CACHE)
@@ -189,6 +230,13 @@ def nightly(
     # Before any server is touched: a lake that cannot be written, or a directory given as
     # the warehouse file, is one line, not a lost run.
     check_run_paths(lake, warehouse_path, out_dir)
+    # Before anything lands: a log a crash damaged loses runs silently, or refuses every
+    # append; what is safe is repaired, the rest refused with the command (in the index).
+    repaired, refused = loghealth.check_and_repair(lake)
+    for line in repaired:
+        run_logger().warning(line)
+    for line in refused:
+        run_logger().error(line)
     run_id = delta.new_run_id()
     parts: list[SiteRun] = []
     # The tool's own cost per phase (yardstick/host/selfcost.py), landed as `tool_cost`.
@@ -248,33 +296,59 @@ def nightly(
     # A lake that fills up (or a folder lost) mid-run: what landed stays readable (every
     # lake file appears whole or not at all), so the run still builds and reports it.
     meter.switch("landing")
-    problems = [engine.call(compact_lake, lake)]
+    problems = [*refused, engine.call(compact_lake, lake)]
     meter.switch(None)
     # Before the update that loads this run: the warehouse and rendering phases land later.
     land_cost()
     meter.switch("warehouse")
     try:
-        engine.call(update_warehouse, lake, warehouse_path, full_rebuild, until_run_id=run_id)
+        unbuilt = engine.call(
+            update_warehouse, lake, warehouse_path, full_rebuild, until_run_id=run_id
+        )
     except interrupt.Interrupted:
         # dbt cancelled within seconds: a rebuild's folder is removed, an update left
         # unfinished makes the next one a rebuild; nothing rendered from a half-built one.
         return stopped("warehouse", "stopped while updating the warehouse")
-    problems.append(engine.call(apply_retention, lake, warehouse_path, detail_days))
-    problems = [line for line in problems if line]
+    problems.append(unbuilt)
+    if not unbuilt:  # retention keeps detail until the warehouse holds its figures
+        problems.append(engine.call(apply_retention, lake, warehouse_path, detail_days))
     if interrupt.STOP.is_set():
         return stopped("reports", "stopped after updating the warehouse, before rendering")
     sites = [part.summary() for part in parts]
     meter.switch("rendering")
     # This run's warehouse phase is in no warehouse yet: the report shows it from the meter.
     own_cost = meter.report_rows(("warehouse",))
-    reports = engine.call(render, warehouse_path, out_dir, run_id, sites, own_cost)
+    reports: dict[str, str] = {}
+    unrendered = None
+    if not unbuilt:
+        reports, unrendered = engine.call(
+            render,
+            warehouse_path,
+            out_dir,
+            run_id,
+            sites,
+            own_cost,
+            not_landed_of(outcomes),
+            repaired + refused,
+        )
+        problems.append(unrendered)
+    problems = [line for line in problems if line]
     for outcome in outcomes:
         outcome.report = reports.get(outcome.env)
     if engine.orchestrated():
         # Artifacts, and tonight's verdict per environment as a Prefect event (an automation
         # notifies people): both live in a Prefect API, which a one-shot run has none of.
-        publish(reports, out_dir, warehouse_path, run_id)
-        announce_verdicts(warehouse_path, run_id, configured_notify(config_path))
+        if reports:
+            publish(reports, out_dir, warehouse_path, run_id)
+        # Without a warehouse to judge from, each environment's outcome (missing, failed,
+        # measured) still goes out, from what the run itself knows.
+        fallback = outcome_events(outcomes, run_id, chosen.name, unbuilt or unrendered)
+        announce_verdicts(
+            None if unbuilt else warehouse_path,
+            run_id,
+            configured_notify(config_path),
+            fallback=fallback,
+        )
     elif configured_notify(config_path):
         run_logger().warning(
             "notify: not sent: a notification block lives in a Prefect API, and this run has "

@@ -19,10 +19,28 @@ class EnvOutcome(BaseModel):
     landed_rows: dict[str, int] = {}
     # The servers the environment is made of, each measured on its own (yardstick/flows/units.py).
     members: list[EnvOutcome] = []
+    # False when its run's record (steps, runs) could not be landed: the warehouse and the
+    # reports never see this run, so the index and comparison name it from here (`error`).
+    landed: bool = True
 
     def with_members(self) -> list[EnvOutcome]:
         """This outcome, then its members'."""
         return [self.model_copy(update={"members": []}), *self.members]
+
+
+def not_landed_of(outcomes: list[EnvOutcome]) -> list[dict]:
+    """The environments whose run did not land, and why, as the index and comparison list
+    them (env, mode, status, why)."""
+    return [
+        {
+            "env": o.env,
+            "mode": o.mode,
+            "status": o.status,
+            "why": (o.error or "").removeprefix("not landed: ") or "no reason recorded",
+        }
+        for o in outcomes
+        if not o.landed
+    ]
 
 
 class RunSummary(BaseModel):

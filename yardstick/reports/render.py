@@ -249,11 +249,16 @@ def render_reports(
     run_id: str | None = None,
     sites: list[dict] | None = None,
     own_cost: list[dict] | None = None,
+    not_landed: list[dict] | None = None,
+    lake_notes: list[str] | None = None,
 ) -> dict[str, Path]:
     """Write <out>/<env>.md per environment, index.md and comparison.md; return env -> path.
     `sites`: what a fanned-out nightly run knows of each remote site (yardstick/flows/sites.py);
     `own_cost`: the tool's cost of this run's phases the warehouse does not hold yet
-    (selfcost.Meter.report_rows: its own update)."""
+    (selfcost.Meter.report_rows: its own update); `not_landed`: the environments whose run
+    did not land, and why (flows/outcome.not_landed_of), named in the index and comparison;
+    `lake_notes`: what the check of the lake's log repaired or refused (storage/loghealth.py),
+    one line each in the index."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jinja = _jinja()
@@ -314,10 +319,18 @@ def render_reports(
     _write(
         out / "index.md",
         jinja.get_template("index.md.j2").render(
-            environments=configured, sites=sites or [], catalog=catalog, rebuild=rebuild
+            environments=configured,
+            sites=sites or [],
+            catalog=catalog,
+            rebuild=rebuild,
+            not_landed=not_landed or [],
+            lake_notes=lake_notes or [],
         ),
     )
-    _write(out / "comparison.md", jinja.get_template("comparison.md.j2").render(**comparison))
+    _write(
+        out / "comparison.md",
+        jinja.get_template("comparison.md.j2").render(**comparison, not_landed=not_landed or []),
+    )
     return written
 
 

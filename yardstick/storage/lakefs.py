@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 # s3:// in any case ("s3:/", what pathlib makes of it, too): yardstick/storage/location.py.
+from yardstick.storage import panics
 from yardstick.storage.location import S3_URL as _URL
 from yardstick.storage.location import problem as location_problem
 
@@ -177,9 +178,11 @@ class StorageError(OSError):
 @contextlib.contextmanager
 def storage_errors(what: str, path: object) -> Iterator[None]:
     """Turn botocore/aiohttp/s3fs failures into StorageError; a missing or existing key stays
-    FileNotFoundError / FileExistsError (the callers' protocol uses them)."""
+    FileNotFoundError / FileExistsError (the callers' protocol uses them). A Rust panic that
+    delta-rs prints meanwhile (a full disk) stays off stderr: this error says it in a line."""
     try:
-        yield
+        with panics.kept_off_stderr():
+            yield
     except (FileNotFoundError, FileExistsError, StorageError):
         raise
     except Exception as exc:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -27,6 +28,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -54,6 +56,7 @@ from yardstick.storage.schemas import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The warehouse's schemas: dbt's layers (sql/dbt_project.yml), the loader's batch tables in
 # `raw`, the tool's own state in `yardstick`. Readers find names through this search path.
@@ -457,7 +460,51 @@ def update(
     who = f"run {until_run_id}" if until_run_id else None
     # The lake first, then the warehouse (a retention pass holds them in that order too).
     with lakelock.lake_read(lake), dbt.locked(warehouse_path, who=who):
+        if not full and (stale := stale_wal(warehouse_path)):
+            # Left by a writer killed after a commit and before its checkpoint (or by someone
+            # else's session): replayed, it would bring back whatever that writer had done.
+            log.warning(
+                "warehouse %s: %s left by a killed writer is not replayed; "
+                "the warehouse is rebuilt from the lake",
+                warehouse_path,
+                stale.name,
+            )
+            return _rebuild(
+                lake,
+                warehouse_path,
+                f"a stale {stale.name} (not replayed)",
+                time.perf_counter(),
+                until_run_id,
+            )
         return _update(lake, warehouse_path, full, until_run_id)
+
+
+def stale_wal(warehouse_path: Path) -> Path | None:
+    """The warehouse's write-ahead log when one is there before an update: every writer of
+    the tool checkpoints before it closes, so a WAL is a killed writer's (None without one)."""
+    wal = warehouse_path.with_name(warehouse_path.name + ".wal")
+    try:
+        return wal if wal.stat().st_size > 0 else None
+    except FileNotFoundError:
+        return None
+
+
+def held_by(warehouse_path: Path) -> str | None:
+    """The process holding the warehouse open (a `duckdb -readonly` session, another
+    program's read-only connection), as DuckDB names it; None when it can be written in
+    place. DuckDB lets one process write a file and only when no other process reads it."""
+    if not warehouse_path.exists():
+        return None
+    try:
+        con = duckdb.connect(str(warehouse_path), config=dbt.duckdb_settings())
+    except duckdb.IOException as exc:
+        text = str(exc)
+        if "lock" not in text.lower():
+            raise
+        found = re.search(r"held in (\S+) \(PID (\d+)\)", text)
+        return f"{found.group(1)} (pid {found.group(2)})" if found else "another process"
+    con.close()
+    return None
 
 
 def _wanted(complete: set[tuple[str, str]], until_run_id: str | None) -> set[tuple[str, str]]:
@@ -502,9 +549,17 @@ def _update(lake: Lake, warehouse_path: Path, full: bool, until_run_id: str | No
                 con.close()
     if reason:
         return _rebuild(lake, warehouse_path, reason, start, until_run_id)
+    held = held_by(warehouse_path)
+    if held:
+        log.info(
+            "warehouse %s: open in %s; updated on a copy swapped into place (that reader "
+            "keeps the version it opened)",
+            warehouse_path,
+            held,
+        )
 
     batch = _wanted(new, until_run_id)
-    held = new - batch
+    later = new - batch
     if not batch:
         # Late rows of loaded runs wait for the next update that loads runs: their files
         # stay unseen until then.
@@ -514,14 +569,19 @@ def _update(lake: Lake, warehouse_path: Path, full: bool, until_run_id: str | No
             if path in survey.fresh and f.table in LATE_TABLES
         }
         survey.ranges = {p: r for p, r in survey.ranges.items() if p not in waiting}
-        con = _connect(warehouse_path)
-        try:
-            con.execute("begin")
-            _save_survey(con, survey, held)
-            _save_unfinished(con, survey, survey.candidates | pending)
-            con.execute("commit")
-        finally:
-            con.close()
+
+        def save(target: Path) -> None:
+            """Remember what this update saw of the lake."""
+            con = _connect(target)
+            try:
+                con.execute("begin")
+                _save_survey(con, survey, later)
+                _save_unfinished(con, survey, survey.candidates | pending)
+                con.execute("commit")
+            finally:
+                con.close()
+
+        _in_place(warehouse_path, held, save)
         return UpdateResult(
             warehouse_path,
             "up-to-date",
@@ -537,27 +597,36 @@ def _update(lake: Lake, warehouse_path: Path, full: bool, until_run_id: str | No
         return _rebuild(lake, warehouse_path, why, start, until_run_id)
 
     parts = _split(batch)
-    done: list[_Applied] = []
-    for index, part in enumerate(parts):
-        _checkpoint_if_closed(warehouse_path, lake, _first_day(part))
-        # The first part also brings the late rows (the tool's warehouse and rendering
-        # phases) of the runs the previous updates loaded: two days back covers a nightly
-        # run's, landed after its own update.
-        survey.late_since = _days_before(_first_day(part), 2) if index == 0 else None
-        later = held.union(*parts[index + 1 :])
 
-        def remember(con: duckdb.DuckDBPyConnection, later: set = later) -> None:
-            """What this update saw of the lake, kept with each part it loads (the runs of
-            its later parts stay pending: a kill between parts loses none)."""
-            _detail_views(con, lake)
-            _save_survey(con, survey, later)
-            _save_unfinished(con, survey, survey.candidates | pending)
+    def add_parts(target: Path) -> list[_Applied]:
+        """Add the parts one after the other to `target` (the warehouse, or its copy)."""
+        done: list[_Applied] = []
+        for index, part in enumerate(parts):
+            _checkpoint_if_closed(target, lake, _first_day(part))
+            # The first part also brings the late rows (the tool's warehouse and rendering
+            # phases) of the runs the previous updates loaded: two days back covers a
+            # nightly run's, landed after its own update.
+            survey.late_since = _days_before(_first_day(part), 2) if index == 0 else None
+            pending_after = later.union(*parts[index + 1 :])
 
-        part_applied = _replay_batch(warehouse_path, lake, survey, part, remember)
-        if part_applied is None:
-            part_applied = _dbt_batch_on_copy(warehouse_path, lake, survey, part, remember)
-        done.append(part_applied)
-    applied = _Applied.total(done)
+            def remember(
+                con: duckdb.DuckDBPyConnection, pending_after: set = pending_after
+            ) -> None:
+                """What this update saw of the lake, kept with each part it loads (the runs of
+                its later parts stay pending: a kill between parts loses none)."""
+                _detail_views(con, lake)
+                _save_survey(con, survey, pending_after)
+                _save_unfinished(con, survey, survey.candidates | pending)
+
+            part_applied = _replay_batch(target, lake, survey, part, remember)
+            if part_applied is None and target == warehouse_path:
+                part_applied = _dbt_batch_on_copy(warehouse_path, lake, survey, part, remember)
+            elif part_applied is None:  # already on a copy
+                part_applied = _dbt_batch(target, lake, survey, part, remember, warehouse_path)
+            done.append(part_applied)
+        return done
+
+    applied = _Applied.total(_in_place(warehouse_path, held, add_parts))
     log.info(
         "warehouse %s: %d new runs (load %.1f s, models %.1f s); %s",
         warehouse_path,
@@ -791,17 +860,34 @@ def _dbt_batch_on_copy(
 ) -> _Applied:
     """_dbt_batch on a copy of the warehouse, swapped into place when done: a process killed
     halfway leaves the warehouse as it was (and a copy the next update removes)."""
+    return _on_copy(
+        warehouse_path,
+        lambda tmp: _dbt_batch(tmp, lake, survey, batch, remember, warehouse_path),
+    )
+
+
+def _in_place(warehouse_path: Path, held: str | None, work: Callable[[Path], T]) -> T:
+    """`work` on the warehouse itself, or on a copy swapped in when another process holds
+    the file open (`held`): DuckDB writes only a file no other process has open."""
+    return _on_copy(warehouse_path, work) if held else work(warehouse_path)
+
+
+def _on_copy(warehouse_path: Path, work: Callable[[Path], T]) -> T:
+    """`work` on a copy of the warehouse in the rebuild's hidden folder, swapped into place
+    when done (os.replace: a reader holding the old file keeps reading it); a process killed
+    halfway leaves the warehouse as it was, and a folder the next update removes."""
     tmp = building_path(warehouse_path)
     _clear_killed_rebuild(warehouse_path)
     tmp.parent.mkdir(parents=True)
     try:
-        con = _connect(warehouse_path)
-        try:
-            con.execute("checkpoint")  # the copy must hold every committed change (no WAL)
-        finally:
-            con.close()
+        if stale_wal(warehouse_path):  # committed changes not in the file yet: fold them in
+            con = _connect(warehouse_path)
+            try:
+                con.execute("checkpoint")
+            finally:
+                con.close()
         shutil.copyfile(warehouse_path, tmp)
-        applied = _dbt_batch(tmp, lake, survey, batch, remember, warehouse_path)
+        done = work(tmp)
         con = _connect(tmp)
         try:
             con.execute("checkpoint")
@@ -811,7 +897,7 @@ def _dbt_batch_on_copy(
         _remove_building(warehouse_path)
         raise
     _swap_in(tmp, warehouse_path)
-    return applied
+    return done
 
 
 def _swap_in(tmp: Path, warehouse_path: Path) -> None:
