@@ -160,6 +160,29 @@ def sleep(seconds: float) -> None:
 
 
 _signals: list[int] = []
+# The process groups of the C tools running now (yardstick/host/tools.run_tool): each runs
+# in a group of its own, out of a terminal's reach, so leaving at once must end them here.
+_child_groups: set[int] = set()
+
+
+@contextmanager
+def child_group(pgid: int) -> Iterator[None]:
+    """While the block runs, the process group `pgid` (a C tool) is killed if the run leaves
+    at once (a second Ctrl-C)."""
+    _child_groups.add(pgid)
+    try:
+        yield
+    finally:
+        _child_groups.discard(pgid)
+
+
+def _kill_child_groups() -> None:
+    """SIGKILL every C tool's process group still running (leaving at once)."""
+    for pgid in list(_child_groups):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # gone meanwhile
 
 
 def _on_signal(signum: int, _frame) -> None:
@@ -169,6 +192,7 @@ def _on_signal(signum: int, _frame) -> None:
     if len(_signals) > 1:
         # The operator insists: what is left behind is cleaned by the next run.
         os.write(2, f"\n{name} again: leaving now; the next run cleans up\n".encode())
+        _kill_child_groups()
         os._exit(128 + signum)
     if STOP.is_set():
         return  # already stopping (Prefect turned this signal into an exception first)
