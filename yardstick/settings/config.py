@@ -149,6 +149,14 @@ def _check_tls(index: int, env: Environment) -> None:
         )
     if env.tls is None:
         return
+    if not env.uses_tls and not env.url_given:
+        # A Sentinel master's URL may be left out, but then it is redis://: the URL is the
+        # field to write, not tls.
+        raise _EnvFieldError(
+            index,
+            "url",
+            "missing: tls needs a rediss:// URL (its host is the master's, asked of the Sentinels)",
+        )
     if not env.uses_tls:
         raise _EnvFieldError(
             index, "tls", "needs a rediss:// URL (this one is redis://, without TLS)"
