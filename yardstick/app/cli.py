@@ -137,6 +137,7 @@ def run(
         verbose,
         plans,
         expected,
+        host_groups=_host_groups(chosen),
         config_path=str(config) if config else None,
         env_names=env or None,
         profile=profile,
@@ -290,6 +291,13 @@ def _plans(envs) -> dict[str, list[str]]:
     }
 
 
+def _host_groups(envs) -> dict[str, str]:
+    """Each environment's host group: a waiting line names the environment ahead on its host."""
+    from yardstick.flows.plan import host_group_label, host_groups
+
+    return {e.name: host_group_label(g) for g in host_groups(list(envs or [])) for e in g}
+
+
 def _expected(warehouse: Path, profile: str) -> dict[tuple[str, str], float]:
     """Seconds per (environment, task) from earlier runs of the profile, for the ETA."""
     from yardstick.app.progress import expected_durations
@@ -303,7 +311,7 @@ def _expected(warehouse: Path, profile: str) -> dict[tuple[str, str], float]:
     }
 
 
-def _run_flow(flow, verbose: bool, plans, expected, **parameters):
+def _run_flow(flow, verbose: bool, plans, expected, host_groups=None, **parameters):
     """Run a flow in this process: a Prefect flow run when PREFECT_API_URL names a server
     (its task runs recorded there), else the flow's function called plainly (no Prefect
     server is started for a one-shot run: engine.py); Ctrl-C and SIGTERM stop it cleanly, a
@@ -316,12 +324,21 @@ def _run_flow(flow, verbose: bool, plans, expected, **parameters):
 
     from yardstick import engine
     from yardstick.app.progress import RunProgress, shared_console_logging
+    from yardstick.flows.plan import MAX_PARALLEL_GROUPS
 
     api = bool(os.environ.get("PREFECT_API_URL"))
     # A name of our own: the progress lines find the flow run's task runs by it.
     name = f"{flow.name}-{uuid.uuid4().hex[:8]}"
     engine.journal.clear()
-    progress = RunProgress(err, name, plans, expected, journal=None if api else engine.journal)
+    progress = RunProgress(
+        err,
+        name,
+        plans,
+        expected,
+        journal=None if api else engine.journal,
+        groups=host_groups,
+        max_groups=MAX_PARALLEL_GROUPS,
+    )
     with ExitStack() as stack:
         stack.enter_context(shared_console_logging(err, verbose))
         if not api:
