@@ -624,6 +624,20 @@ def _other_lake(recorded: str, lake: str, strict: bool = True) -> bool:
     return strict and Path(recorded).resolve() != Path(lake).resolve()
 
 
+# `trend`'s columns: identifiers (CSV's header, JSON's keys) and the table's headings.
+TREND_COLUMNS = {
+    "started_utc": "started (UTC)",
+    "run_id": "run",
+    "value": "value",
+    "n": "n",
+    "min": "min",
+    "max": "max",
+    "rolling_median": "rolling median",
+    "server": "server",
+    "markers": "markers",
+}
+
+
 @app.command()
 def trend(
     ctx: typer.Context,
@@ -668,6 +682,7 @@ def trend(
         elif output is listing.Format.table:
             listing.say(console, said)
         else:
+            listing.print_csv(listing.Listing(list(TREND_COLUMNS), []))  # its header still
             err.print(said, highlight=False)
         return
     # numpy loads here, only when there is a series to look at.
@@ -677,7 +692,6 @@ def trend(
     verdict = reading.latest_verdict(con, env, figure, subject)
     unit, nature = rows[0][3], rows[0][4]
     label = f"{figure}{f' [{subject}]' if subject else ''} on {env} ({unit}, {nature})"
-    columns = ["started (UTC)", "run", "value", "n", "min", "max", "rolling median", "server"]
     raw: list[list] = []
     shown: list[list[str]] = []
     starts: list[str] = []
@@ -729,7 +743,13 @@ def trend(
                 ", ".join(markers),
             ]
         )
-    points_listing = listing.Listing([*columns, "markers"], raw, title=label, shown=shown)
+    points_listing = listing.Listing(
+        list(TREND_COLUMNS),
+        raw,
+        title=label,
+        shown=shown,
+        headings=list(TREND_COLUMNS.values()),
+    )
     latest = None
     if verdict:
         latest = {"verdict": verdict[0], "change_share": verdict[1], "noise_share": verdict[2]}
@@ -816,7 +836,7 @@ def changes(
     if output is listing.Format.json:
         listing.print_json({"verdicts": summaries, "changes": rows, "crashed": crashed})
         raise typer.Exit(1 if regression else 0)
-    columns = list(rows[0]) if rows else []
+    columns = list(rows[0]) if rows else reading.change_columns(con)
     if output is listing.Format.csv:
         listing.print_csv(listing.Listing(columns, [list(r.values()) for r in rows]))
         raise typer.Exit(1 if regression else 0)
