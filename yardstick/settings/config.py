@@ -292,5 +292,11 @@ def _wording(error: dict[str, Any]) -> str:
         return f"must be one of {error['ctx']['expected']} (got {error['input']!r})"
     if kind == "string_pattern_mismatch":
         return f"{error['input']!r} has characters not allowed here"
+    if kind == "finite_number":
+        return f"must be a finite number (got {error['input']!r})"
+    if kind == "greater_than":
+        bound = error["ctx"]["gt"]
+        shown = f"{bound:g}" if isinstance(bound, int | float) else str(bound)
+        return f"must be above {shown} (got {error['input']!r})"
     message = str(error["msg"])
     return message.removeprefix("Value error, ")
