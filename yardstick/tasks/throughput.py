@@ -418,7 +418,7 @@ class CellClock:
 
 def _measured(rows: list[dict], notes: list[str], credentials: ToolCredentials | None) -> Measured:
     """The family's Measured of these rows (whole cells)."""
-    failed = [r for r in rows if r["status"] == "failed"]
+    failed = [r for r in rows if r["status"] not in ("ok", "interrupted")]
     problems = (
         [f"{len(failed)} of {len(rows)} benchmark rows failed: {failed[0]['error']}"]
         if failed

@@ -3,4 +3,4 @@
    family's bound (status interrupted) is no failure: the step's reason names it. */
 select run_id, env, cell, repetition, test, error
 from {{ ref('stg_benchmark') }}
-where status = 'failed'
+where status not in ('ok', 'interrupted')
