@@ -76,3 +76,64 @@ def test_a_partial_night_ends_failed_and_its_artifacts_link_nothing_relative(
         assert relative_links(artifact.data) == [], artifact.key
     good = next(a for a in reports if a.key == "yardstick-good")
     assert "](data:image/svg+xml;base64," in good.data  # its round-trip chart, inline
+
+
+@pytest.mark.e2e
+@pytest.mark.server_agnostic
+def test_a_partial_night_under_the_engine_entrypoint_logs_no_traceback(
+    prefect_server, redis_server, tmp_path
+):
+    """As a worker runs it (`python -m prefect.engine <id>`): the engine asks the finished run
+    for its result, which raises a Failed state's data again; no traceback is logged for it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.settings import PREFECT_API_URL
+
+    from yardstick.flows.nightly import nightly
+
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [
+            {"name": "good", "url": redis_server.url, "mode": "read-only"},
+            {"name": "dead", "url": f"redis://127.0.0.1:{free_port()}/0", "mode": "scratch"},
+        ],
+    )
+    parameters = {
+        "config_path": str(config),
+        "env_names": ["good", "dead"],
+        "profile": "quick",
+        "lake_dir": str(tmp_path / "lake"),
+        "warehouse_path": str(tmp_path / "warehouse.duckdb"),
+        "out_dir": str(tmp_path / "out"),
+    }
+    with get_client(sync_client=True) as client:
+        flow_run = client.create_flow_run(nightly, parameters=parameters)
+    entrypoint = Path(__file__).parents[1] / "yardstick" / "flows" / "nightly.py"
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": PREFECT_API_URL.value(),
+        "PREFECT__FLOW_ENTRYPOINT": f"{entrypoint}:nightly",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "prefect.engine", str(flow_run.id)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    printed = done.stdout + done.stderr
+    assert done.returncode == 0, printed[-3000:]
+    assert "Traceback" not in printed and "unexpected exception" not in printed, printed[-3000:]
+    with get_client(sync_client=True) as client:
+        state = client.read_flow_run(flow_run.id).state
+        logs = client.read_logs(
+            log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id]))
+        )
+    assert state.is_failed() and "dead (failed)" in state.message, state
+    assert logs and not [log.message for log in logs if "Traceback" in log.message]

@@ -19,7 +19,7 @@ from matplotlib.ticker import EngFormatter, FuncFormatter
 
 from yardstick.reports import charts
 from yardstick.reports.charts import render_charts
-from yardstick.reports.labels import short_description, unit_label
+from yardstick.reports.labels import unit_label
 from yardstick.reports.render import NATURE_LABEL, render_reports
 from yardstick.storage import delta, warehouse
 from yardstick.storage.lakefs import Lake
@@ -287,7 +287,7 @@ def test_charts_are_titled_with_the_catalogs_descriptions_and_units(rendered):
     out, catalog = rendered
 
     def described(figure: str) -> str:
-        return short_description(catalog[figure]["description"], figure)
+        return catalog[figure]["label"]
 
     trends = _texts(out / "charts/steady-trends.svg")
     for figure in ("client_over_server_ping", "pipeline_speedup", "concurrency_speedup"):
@@ -340,7 +340,7 @@ def test_the_first_screen_is_the_verdict_then_headline_figures_then_facts_and_st
     assert {"client_over_server_ping", "pipeline_speedup"} <= set(named)
     for description, value, nature, name in rows:
         entry = catalog[name.strip("`")]
-        assert description == short_description(entry["description"], entry["figure"])
+        assert description == entry["label"]
         assert unit_label(entry["unit"]) in value and "None" not in value
         assert nature == NATURE_LABEL[entry["nature"]]
     # A figure of several benchmark cells shows their range, naming the cells at both ends;
@@ -371,7 +371,7 @@ def test_the_comparison_page_describes_each_figure_with_its_unit(rendered):
     for name, rows in seen.items():
         entry = catalog[name]
         # Described on its first row, with the catalog's unit on every row.
-        assert rows[0][0] == short_description(entry["description"], name) != name
+        assert rows[0][0] == entry["label"] != name
         assert all(row[2] == unit_label(entry["unit"]) for row in rows), name
         assert all(row[0] == "" for row in rows[1:]), name
     assert "| figure | name | unit | subject | single | steady |" in text

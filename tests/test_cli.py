@@ -174,7 +174,21 @@ def test_run_with_a_dead_environment_then_report_and_trend(
     result = runner.invoke(cli.app, [*trend, "--figure", "rtt_client_p99_us", "--format", "json"])
     assert result.exit_code == 0, result.output
     history = json.loads(result.stdout)
-    assert history["figure"] == "rtt_client_p99_us" and history["points"][0]["run"] == run_id
+    assert history["figure"] == "rtt_client_p99_us" and history["points"][0]["run_id"] == run_id
+    # Keys a program can name (once the table's headings: "started (UTC)", "rolling median").
+    assert list(history["points"][0]) == [
+        "started_utc", "run_id", "value", "n", "min", "max", "rolling_median", "server", "markers"
+    ]  # fmt: skip
+    # An empty CSV still has its header (it once printed nothing at all).
+    result = runner.invoke(
+        cli.app,
+        [*trend, "--figure", "rtt_client_p99_us", "--since", "2999-01-01", "--format", "csv"],
+    )
+    assert result.exit_code == 0 and result.stdout.splitlines()[0].startswith("started_utc,run_id")
+    result = runner.invoke(
+        cli.app, ["changes", "--warehouse", str(warehouse), "--env", "good", "--format", "csv"]
+    )
+    assert {"env", "figure", "verdict"} <= set(result.stdout.splitlines()[0].split(","))
     changes = ["changes", "--all", "--warehouse", str(warehouse)]
     result = runner.invoke(cli.app, [*changes, "--format", "json"])
     assert result.exit_code in (0, 1), result.output

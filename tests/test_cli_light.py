@@ -115,7 +115,7 @@ BAD_FILES = {
     "family timeout": (
         f"environments:\n  - name: a\n{ENV}    mode: scratch\n"
         "    family_timeouts_s: {memtier: 0}\n",
-        "field 'family_timeouts_s': memtier must be a positive number",
+        "field 'family_timeouts_s.memtier': must be above 0 (got 0)",
     ),
     "missing secret": (
         f"environments:\n  - name: a\n{ENV}    mode: read-only\n"

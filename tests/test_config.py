@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -329,3 +330,130 @@ def test_a_lake_url_of_another_scheme_is_refused_at_load_naming_the_field(tmp_pa
     assert result.exit_code == 2 and "secret" not in result.output
     assert "scheme is not supported" in result.output or "credentials" in result.output
     assert not (tmp_path / "s").exists() and not list(tmp_path.glob("*:*"))
+
+
+SENTINEL = {"master": "m", "nodes": ["127.0.0.1:26379"]}
+REBASE = {"env": "a", "figure": "f", "declared": "2026-01-01", "by": "me", "why": "moved"}
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        # One per error path of the file's checks: each names the field to fix.
+        ({"environments": []}, "environments"),
+        ({"environments": {"a": 1}}, "environments"),
+        ({"environments": [GOOD], "colour": 1}, "colour"),
+        ({"environments": ["a"]}, "(the entry)"),
+        ({"environments": [{**GOOD, "url": "redis://:pw@h:1/0"}]}, "url"),
+        ({"environments": [{**GOOD, "url": "redis:///0"}]}, "url"),
+        ({"environments": [{**GOOD, "url": "rediss://h:1/0?ssl_cert_reqs=none"}]}, "url"),
+        ({"environments": [{**GOOD, "tls": {"verify": False}}]}, "tls"),
+        (
+            {"environments": [{**GOOD, "url": "rediss://h:1/0", "tls": {"ca_file": "x.pem"}}]},
+            "tls.ca_file",
+        ),
+        (
+            {
+                "environments": [
+                    {**GOOD, "url": "rediss://h:1/0", "tls": {"cert_file": "/etc/hostname"}}
+                ]
+            },
+            "tls.key_file",
+        ),
+        (
+            {
+                "environments": [
+                    {**GOOD, "url": "rediss://h:1/0", "tls": {"key_file": "/etc/hostname"}}
+                ]
+            },
+            "tls.cert_file",
+        ),
+        ({"environments": [{**GOOD, "member_of": "x"}]}, "member_of"),
+        ({"environments": [{**GOOD, "seeds": ["nohost"]}]}, "seeds"),
+        ({"environments": [{**GOOD, "experiment_node": "x"}]}, "experiment_node"),
+        ({"environments": [{**GOOD, "host_id": "a b"}]}, "host_id"),
+        ({"environments": [{**GOOD, "discover": "maybe"}]}, "discover"),
+        ({"environments": [{**GOOD, "families": "throughput"}]}, "families"),
+        (
+            {"environments": [{**GOOD, "family_timeouts_s": {"throughput": "x"}}]},
+            "family_timeouts_s.throughput",
+        ),
+        (
+            {"environments": [{**GOOD, "family_timeouts_s": {"throughput": 0}}]},
+            "family_timeouts_s.throughput",
+        ),
+        # YAML's .inf and .nan: a family never bounded, or never started.
+        (
+            {"environments": [{**GOOD, "family_timeouts_s": {"throughput": float("inf")}}]},
+            "family_timeouts_s.throughput",
+        ),
+        (
+            {"environments": [{**GOOD, "family_timeouts_s": {"memory": float("nan")}}]},
+            "family_timeouts_s.memory",
+        ),
+        # A Sentinel master: its URL may be left out, so a bad sentinel block is what is named
+        # (it once said field 'url': required field is missing) ...
+        (
+            {
+                "environments": [
+                    {"name": "a", "mode": "scratch", "sentinel": {**SENTINEL, "nodes": []}}
+                ]
+            },
+            "sentinel.nodes",
+        ),
+        ({"environments": [{"name": "a", "mode": "scratch", "sentinel": "m"}]}, "sentinel"),
+        (
+            {
+                "environments": [
+                    {"name": "a", "mode": "scratch", "sentinel": {**SENTINEL, "nodes": ["h"]}}
+                ]
+            },
+            "sentinel.nodes",
+        ),
+        (
+            {"environments": [{"name": "a", "mode": "scratch", "sentinel": {"nodes": ["h:1"]}}]},
+            "sentinel.master",
+        ),
+        (
+            {
+                "environments": [
+                    {"name": "a", "mode": "scratch", "sentinel": SENTINEL, "seeds": ["h:2"]}
+                ]
+            },
+            "seeds",
+        ),
+        # ... and TLS without a URL needs the URL written (it once named tls, "this one is
+        # redis://" of a URL the file never gave).
+        (
+            {
+                "environments": [
+                    {"name": "a", "mode": "scratch", "sentinel": SENTINEL, "tls": {"verify": False}}
+                ]
+            },
+            "url",
+        ),
+        ({"environments": [GOOD], "rebaseline": [{**REBASE, "env": "zz"}]}, "rebaseline.0.env"),
+        (
+            {"environments": [GOOD], "rebaseline": [{**REBASE, "figure": "F F"}]},
+            "rebaseline.0.figure",
+        ),
+        (
+            {"environments": [GOOD], "rebaseline": [{**REBASE, "declared": "soon"}]},
+            "rebaseline.0.declared",
+        ),
+        ({"environments": [GOOD], "lake": "ftp://x/y"}, "lake"),
+        ({"environments": [GOOD], "notify": {"block": "nope"}}, "notify.block"),
+        (
+            {"environments": [GOOD], "notify": {"block": "a/b", "verdicts": ["bad"]}},
+            "notify.verdicts.0",
+        ),
+    ],
+)
+def test_every_config_error_names_the_field_to_fix(tmp_path, data, field):
+    import yaml
+
+    path = tmp_path / "envs.yaml"
+    path.write_text(yaml.safe_dump(data))
+    text = _error(path)
+    named = re.search(r"field '([^']*)'", text)
+    assert named and named.group(1) == field, text

@@ -314,3 +314,60 @@ def test_memtier_starts_no_run_that_cannot_finish_in_its_bound(redis_server, tmp
     with base.tracking_progress() as progress:
         measured = memtier(env, MemtierProfile(repetitions=3, test_time_s=2))
     assert progress.summary() == "3 of 3 repetitions" and not progress.partial
+
+
+# A redis-benchmark stand-in at a steady 2,000 requests/s (a loaded host, every time): the
+# size of the first cell, not the machine's mood, decides what fits.
+SLOW_BENCHMARK = """#!{python}
+import sys, time
+args = sys.argv[1:]
+requests = int(args[args.index("-n") + 1])
+tests = args[args.index("-t") + 1].split(",")
+time.sleep(requests * len(tests) / 2000)
+print('"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"')
+for test in tests:
+    print(f'"{{test.upper()}}","2000.00","0.5","0.1","0.5","0.9","1.0","2.0"')
+"""
+
+
+def test_a_first_cell_too_big_for_a_tight_bound_is_shrunk_and_lands(
+    redis_server, tmp_path, monkeypatch
+):
+    import sys
+
+    import yardstick.tasks.throughput as throughput_task
+    from yardstick.host.tools import Tool
+
+    path = tmp_path / "redis-benchmark"
+    path.write_text(SLOW_BENCHMARK.format(python=sys.executable))
+    path.chmod(0o755)
+    monkeypatch.setattr(
+        throughput_task,
+        "find_tool",
+        lambda name: Tool(name=name, path=str(path), version=(7, 0, 15)),
+    )
+    env = Environment(name="scratch", url=redis_server.url, mode="scratch")
+    # The full first cell: 20,000 SETs, 10 s at 2,000/s, far past a 6 s bound; its pilot of
+    # 2,000 takes 1 s.
+    cells = ThroughputProfile(
+        clients=[1],
+        pipelines=[1],
+        payloads_bytes=[3],
+        tests=["set"],
+        requests=20_000,
+        repetitions=3,
+    )
+    with base.tracking_progress() as progress, interrupt.bounded("throughput", 6):
+        measured = throughput_task.throughput(env, cells)
+    rows = measured.tables["benchmark"].to_pylist()
+    assert [(r["status"], r["requests"]) for r in rows] == [("ok", 2_000)]  # its size, stated
+    assert progress.done == 1 and progress.partial
+    assert measured.notes == [
+        "c1 P1 3B repetition 1 ran 2,000 requests per test, not 20,000: at its pilot's rate "
+        "the full cell would not finish within the 6 s bound"
+    ]
+    # Given room, the pilot says the full cell fits, and every cell runs at its full size.
+    with base.tracking_progress() as progress, interrupt.bounded("throughput", 60):
+        measured = throughput_task.throughput(env, cells.model_copy(update={"requests": 4_000}))
+    rows = measured.tables["benchmark"].to_pylist()
+    assert [r["requests"] for r in rows] == [4_000] * 3 and not measured.notes

@@ -221,3 +221,37 @@ def test_the_search_for_names_finds_the_figures_users_name():
     assert "bench_host_busy_share" in found["yardstick/reports/templates/sections/throughput.md.j2"]
     # And a name not in the catalog is caught.
     assert _unknown({"rtt_client_p42_us", "ks_prefix_*"}) == {"rtt_client_p42_us"}
+
+
+# How a ratio's description names its denominator; its label must name one too.
+DENOMINATOR_WORDS = {"÷": ("÷",), " over ": (" over ", "÷"), " per ": (" per ", "÷")}
+
+
+def test_every_figure_has_a_label_that_keeps_its_meaning():
+    """Labels are written by hand (no cut of the description): every figure has one, no
+    parenthesis is left open, and a ratio keeps the denominator its description states
+    (a cut once left "SORT ... ALPHA LIMIT 0 10" of sort_limit_over_lrange_all)."""
+    problems = []
+    for row in _catalog():
+        figure, label, description = row["figure"], row["label"].strip(), row["description"]
+        if not label:
+            problems.append(f"{figure}: no label")
+            continue
+        depth = 0
+        for char in label:
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth < 0:
+                break
+        if depth != 0:
+            problems.append(f"{figure}: unbalanced parentheses in {label!r}")
+        if len(label) > 80:
+            problems.append(f"{figure}: label over 80 characters ({len(label)})")
+        if row["nature"] != "ratio":
+            continue
+        for word, kept in DENOMINATOR_WORDS.items():
+            if word in description and not any(k in label for k in kept):
+                problems.append(f"{figure}: {label!r} drops the denominator ({word.strip()})")
+    assert not problems, "\n".join(problems)
+    labels = {row["figure"]: row["label"] for row in _catalog()}
+    assert labels["sort_limit_over_lrange_all"].endswith("÷ LRANGE 0 -1, same list")
+    assert labels["ks_busy_share"].endswith("÷ wall time")

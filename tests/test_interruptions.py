@@ -238,3 +238,74 @@ def test_lost_runs_are_marked_crashed_by_an_automation(prefect_server):
     assert automation.trigger.posture == "Proactive"
     assert automation.trigger.within.total_seconds() >= 90
     assert automation.actions[0].state == "CRASHED"
+
+
+def _tool_running(parent: int, *args: str) -> int | None:
+    """The pid of a redis-benchmark started by `parent` whose command line holds `args`."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        words = [w.decode() for w in cmdline if w]
+        joined = " ".join(words)
+        if ppid == parent and any(w.endswith("redis-benchmark") for w in words):
+            if all(a in joined for a in args):
+                return int(entry.name)
+    return None
+
+
+@needs_tool("redis-benchmark")
+def test_ctrl_c_mid_cell_lands_the_cell_interrupted_not_failed(redis_server, tmp_path):
+    """A terminal sends Ctrl-C's SIGINT to its foreground process group: redis-benchmark runs
+    in a group of its own, so only yardstick hears it, stops the tool and says the cut cell
+    was interrupted (it once took the SIGINT itself: 2 failed rows, "Could not fetch server
+    CONFIG")."""
+    config = write_config(
+        tmp_path / "envs.yaml",
+        [
+            {
+                "name": "scratch",
+                "url": redis_server.url,
+                "mode": "scratch",
+                "families": ["throughput"],
+            }
+        ],
+    )
+    run = _start(tmp_path, "run", "--config", str(config), "--profile", "quick")
+    # A 16-deep pipeline cell (160,000 requests): long enough to be cut halfway.
+    tool: list[int] = []
+    _wait_for(
+        lambda: tool.append(_tool_running(run.pid, "-P 16")) or tool[-1] is not None,
+        what="redis-benchmark running a pipelined cell",
+        run=run,
+    )
+    assert os.getpgid(tool[-1]) != os.getpgid(run.pid)  # out of the terminal's reach
+    time.sleep(0.1)
+    os.killpg(run.pid, signal.SIGINT)
+    code, printed = _finish(run)
+    assert code == 130, printed
+    rows = (
+        duckdb.connect()
+        .execute(
+            "select status, count(*) from read_parquet(?) group by status",
+            [f"{tmp_path}/lake/benchmark/env=*/*/*.parquet"],
+        )
+        .fetchall()
+    )
+    statuses = dict(rows)
+    assert "failed" not in statuses, statuses
+    assert statuses.get("interrupted") == 2, statuses  # one cell: its SET and GET rows
+    step = (
+        duckdb.connect()
+        .execute(
+            "select status, reason from read_parquet(?) where family = 'throughput'",
+            [f"{tmp_path}/lake/steps/env=*/*/*.parquet"],
+        )
+        .fetchone()
+    )
+    assert step[0] == "interrupted" and "dropped 1" in step[1], step
+    assert _tool_running(run.pid) is None

@@ -172,3 +172,23 @@ def test_quick_runs_on_redis_8_2_and_with_a_module_holding_keys(
     assert errors == (0, 0)
     graph_report = (tmp_path / "out" / "graph.md").read_text()
     assert f"| graphdata | {GRAPHS} |" in graph_report  # the key space's table by type
+
+
+def test_a_slowlog_collection_of_valkey_names_valkey_before_any_fingerprint(
+    start_redis, valkey_binary, tmp_path
+):
+    """Collections run every 5 minutes, a fingerprint only with the nightly: until one is in,
+    the collection's own INFO server names the product (it once read "redis 7.2.4")."""
+    from test_slowlog_collect import build, collect
+
+    server = start_redis(valkey_binary)
+    env = Environment(name="vk", url=server.url, mode="read-only")
+    collect(env, tmp_path / "lake")
+    con = build(tmp_path)
+    rows = con.execute(
+        "select server_product, server_version, redis_version from slowlog_collection_gaps"
+    ).fetchall()
+    assert len(rows) == 1, rows
+    product, version, redis_version = rows[0]
+    assert (product, version) == ("valkey", valkey_binary.version_text), rows
+    assert redis_version != valkey_binary.version_text  # Valkey's compatibility answer

@@ -184,3 +184,51 @@ def test_lines_count_families_of_an_environment_and_its_nodes():
     assert line.text(time.monotonic()).startswith("round-trip · 1 of 3 families done · ETA 0:")
     assert progress.lines["d"].text(time.monotonic()) == "waiting · 0 families done"
     assert EnvLine("e", families=["x"]).eta_s(0.0) is None  # no history: no ETA
+
+
+def test_the_eta_follows_tonights_pace_and_says_when_a_family_runs_late():
+    now = time.monotonic()
+    usual = {"a": 10.0, "b": 10.0, "c": 10.0}
+    line = EnvLine("e", planned=3, state="running", families=["a", "b", "c"], expected_s=usual)
+    # a took 30 s where it usually takes 10 (a loaded night): b and c will be as slow. An ETA
+    # from the medians alone said 0:10 here (38 % low on a long environment).
+    line.running_since, line.done = now - 40, {"a"}
+    line.current, line.current_since = "b", now - 10
+    assert line.eta_s(now) == pytest.approx(50.0)
+    # b runs past its usual time at that pace: the ETA is a floor and the line says by how
+    # much, moving every second (it once stood at "ETA 0:51" for 4 minutes).
+    line.running_since, line.current_since = now - 75, now - 45
+    first, later = line.text(now), line.text(now + 30)
+    assert first == "b · 1 of 3 families done · ETA ≥ 0:30 (+0:15 over its usual)"
+    assert later == "b · 1 of 3 families done · ETA ≥ 0:30 (+0:45 over its usual)"
+
+
+def test_a_waiting_line_says_for_whom_and_the_warehouse_build_shows():
+    console = Console(file=io.StringIO(), force_terminal=False)
+    plans = {"a": ["fingerprint"], "b": ["fingerprint"], "c": ["fingerprint"], "d": ["fingerprint"]}
+    groups = {"a": "h1", "b": "h1", "c": "h2", "d": "h3"}
+    progress = RunProgress(console, "run-x", plans, {}, groups=groups, max_groups=2)
+    progress.update(
+        [
+            PlainRun("measure-environment[a]", "RUNNING", time.time()),
+            PlainRun("measure-environment[c]", "RUNNING", time.time()),
+            PlainRun("fingerprint[c]", "RUNNING", time.time()),
+        ]
+    )
+    now = time.monotonic()
+    assert progress.lines["b"].text(now) == "waiting for a (same host) · 0 of 1 families done"
+    assert progress.lines["d"].text(now) == (
+        "waiting for a free slot (2 hosts measured at a time) · 0 of 1 families done"
+    )
+    # a started but measures nothing: its host's lock is held by another run, named.
+    progress.lock_wait("waiting for run R-1 (pid 12) that holds host h1 since 02:00:01 UTC")
+    progress.update([PlainRun("measure-environment[a]", "RUNNING", time.time())])
+    assert (
+        progress.lines["a"]
+        .text(time.monotonic())
+        .startswith("waiting for run R-1 (pid 12) that holds host h1 since 02:00:01 UTC · 0 of 1")
+    )
+    # After the measurements, the warehouse build has a line of its own with its time.
+    progress.update([PlainRun("update-warehouse", "RUNNING", time.time() - 42)])
+    shown = {task.description: task.fields["detail"] for task in progress._progress.tasks}
+    assert shown["warehouse"].startswith("building the warehouse… 0:4"), shown

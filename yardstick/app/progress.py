@@ -30,6 +30,13 @@ PAGE = 200
 HOLDER = "measure-environment"
 # States after which a family counts as done on its line.
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "CRASHED")
+# The task run that builds the warehouse after the measurements (yardstick/flows/nightly.py);
+# a Prefect task run's name is this and a suffix, a plain step's this alone.
+WAREHOUSE_STEP = "update-warehouse"
+# The pace of this run (its finished families' wall time ÷ their usual time) is trusted from
+# families this long in all; it scales the ETA between these bounds.
+PACE_FROM_S = 5.0
+PACE_BOUNDS = (0.5, 4.0)
 
 
 @contextmanager
@@ -84,26 +91,63 @@ class EnvLine:
     # Seconds per family from earlier runs of this profile (no entry: not known yet).
     expected_s: dict[str, float] = field(default_factory=dict)
     families: list[str] = field(default_factory=list)
+    # When the line started running (monotonic), and whom a waiting line waits for.
+    running_since: float | None = None
+    waiting_for: str | None = None
+
+    def pace(self, now: float) -> float:
+        """How much slower than usual this environment runs tonight: the wall time of its
+        finished families (gaps between them included) ÷ their usual time; 1 until they
+        amount to PACE_FROM_S (an ETA from other nights' medians ran 38 % low on a long
+        environment, where every family ran slower alike)."""
+        usual = sum(self.expected_s.get(f, 0.0) for f in self.done)
+        if self.running_since is None or usual < PACE_FROM_S:
+            return 1.0
+        current_s = now - self.current_since if self.current_since is not None else 0.0
+        spent = now - self.running_since - current_s
+        low, high = PACE_BOUNDS
+        return min(max(spent / usual, low), high)
 
     def eta_s(self, now: float) -> float | None:
-        """Seconds left: the known durations of the families not finished yet."""
+        """Seconds left: the usual durations of the families not finished yet, at tonight's
+        pace; the current family's elapsed time is taken off its own share only."""
         left = [f for f in self.families if f not in self.done]
         if not left or any(f not in self.expected_s for f in left):
             return None
-        total = sum(self.expected_s[f] for f in left)
-        if self.current in self.expected_s and self.current_since is not None:
-            total -= min(now - self.current_since, self.expected_s[self.current])
+        pace = self.pace(now)
+        total = sum(self.expected_s[f] for f in left if f != self.current) * pace
+        if self.current in self.expected_s:
+            elapsed = now - self.current_since if self.current_since is not None else 0.0
+            total += max(self.expected_s[self.current] * pace - elapsed, 0.0)
         return max(total, 0.0)
 
+    def overdue_s(self, now: float) -> float:
+        """How far the current family is past its usual time at tonight's pace (0: not)."""
+        if self.current not in self.expected_s or self.current_since is None:
+            return 0.0
+        return max(now - self.current_since - self.expected_s[self.current] * self.pace(now), 0)
+
     def text(self, now: float) -> str:
-        """'throughput · 3 of 12 families · ETA 1:20' (or waiting / finished)."""
+        """'throughput · 3 of 12 families · ETA 1:20' (or waiting / finished); a family past
+        its usual time says so, so the ETA never stands still unexplained."""
         count = len(self.done)
         of = f"{count} of {self.planned}" if self.planned else f"{count}"
-        parts = [self.current or self.state, f"{of} families done"]
+        state = self.state
+        if self.waiting_for and (state == "waiting" or not (self.current or self.done)):
+            state = f"waiting for {self.waiting_for}"
+        parts = [self.current or state, f"{of} families done"]
         if self.state == "running":
             eta = self.eta_s(now)
-            parts.append(f"ETA {int(eta // 60)}:{int(eta % 60):02d}" if eta is not None else "")
+            if eta is not None:
+                over = self.overdue_s(now)
+                late = f" (+{clock(over)} over its usual)" if over >= 1 else ""
+                parts.append(f"ETA {'≥ ' if late else ''}{clock(eta)}{late}")
         return " · ".join(p for p in parts if p)
+
+
+def clock(seconds: float) -> str:
+    """Seconds as m:ss (0:51, 12:07)."""
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
 
 
 def expected_durations(warehouse: Path, profile: str) -> dict[tuple[str, str], float]:
@@ -156,8 +200,15 @@ class RunProgress:
         expected: dict[tuple[str, str], float] | None = None,
         poll_s: float = POLL_S,
         journal: Journal | None = None,
+        groups: dict[str, str] | None = None,
+        max_groups: int | None = None,
     ) -> None:
         self.console = console
+        # env -> its host group: a group's environments run one after another.
+        self.groups = groups or {}
+        self.max_groups = max_groups
+        self._warehouse_id: int | None = None
+        self._lock_waits: dict[str, str] = {}  # env -> whom it waits for (host lock)
         self.journal = journal  # None: read the task runs from Prefect's API
         self.flow_run_name = flow_run_name
         self.plans = plans or {}
@@ -201,7 +252,11 @@ class RunProgress:
         now = time.monotonic()
         running: dict[str, tuple[str, float]] = {}
         for run in task_runs:
-            label = split_label(run.name or "")
+            name = run.name or ""
+            if name.startswith(WAREHOUSE_STEP):
+                self._show_warehouse(run)
+                continue
+            label = split_label(name)
             if label is None:
                 continue
             family, env = label
@@ -211,6 +266,8 @@ class RunProgress:
                 line.state = {"RUNNING": "running", "PENDING": "waiting"}.get(
                     state, "finished" if state in ("COMPLETED",) else state.lower()
                 )
+                if state == "RUNNING" and line.running_since is None:
+                    line.running_since = now - (time.time() - run.started_s)
                 continue
             if state == "RUNNING":
                 running[line.env] = (family, now - (time.time() - run.started_s))
@@ -221,7 +278,55 @@ class RunProgress:
             line.current, line.current_since = family, since
             if family and line.state == "waiting":
                 line.state = "running"
+            if family and line.running_since is None:
+                line.running_since = since
+        for line in self.lines.values():
+            line.waiting_for = self._waits_for(line)
             self._progress.update(self._ids[line.env], detail=escape(line.text(now)))
+
+    def _waits_for(self, line: EnvLine) -> str | None:
+        """Whom a line waits for: the host lock's holder (another run), the environment
+        ahead of it on its host, or a free slot among the host groups measured at once."""
+        if line.state == "running":
+            return self._lock_waits.get(line.env) if not (line.current or line.done) else None
+        if line.state != "waiting":
+            return None
+        group = self.groups.get(line.env)
+        running = [other for other in self.lines.values() if other.state == "running"]
+        for other in running:
+            if group is not None and self.groups.get(other.env) == group:
+                return f"{other.env} (same host)"
+        busy = {self.groups.get(other.env, other.env) for other in running}
+        if self.max_groups and len(busy) >= self.max_groups:
+            hosts = f"{self.max_groups} host{'s' if self.max_groups != 1 else ''}"
+            return f"a free slot ({hosts} measured at a time)"
+        return None
+
+    def lock_wait(self, message: str) -> None:
+        """A measurement waits for its host's lock: `message` says for whom ("waiting for run
+        R (pid 12) that holds host ..."), shown on the line of the one environment started
+        and measuring nothing yet (the message names no environment; with several such
+        lines, none is guessed)."""
+        idle = [
+            line.env
+            for line in self.lines.values()
+            if line.state == "running" and not (line.current or line.done)
+        ]
+        if len(idle) == 1:
+            self._lock_waits[idle[0]] = message.split("waiting for ", 1)[-1]
+
+    def _show_warehouse(self, run: PlainRun) -> None:
+        """A line while the warehouse is built (minutes on a long history): its elapsed time;
+        gone once it ends."""
+        if run.state == "RUNNING":
+            elapsed = time.time() - run.started_s
+            detail = f"building the warehouse… {clock(elapsed)}"
+            if self._warehouse_id is None:
+                self._warehouse_id = self._progress.add_task("warehouse", detail=detail)
+            else:
+                self._progress.update(self._warehouse_id, detail=detail)
+        elif self._warehouse_id is not None:
+            self._progress.update(self._warehouse_id, visible=False)
 
     def _read(self, client) -> list[PlainRun]:
         """Every task run of the flow run, page by page."""
@@ -268,10 +373,37 @@ class RunProgress:
         thread = threading.Thread(
             target=context.run, args=(self._poll,), name="yardstick-progress", daemon=True
         )
+        watcher = _LockWaits(self)
+        loggers = {
+            logging.getLogger(),
+            logging.getLogger("prefect"),
+            logging.getLogger("yardstick"),
+        }
         with self._progress:
+            for logger in loggers:
+                logger.addHandler(watcher)
             thread.start()
             try:
                 yield self
             finally:
                 self._stop.set()
                 thread.join(timeout=5)
+                for logger in loggers:
+                    logger.removeHandler(watcher)
+
+
+class _LockWaits(logging.Handler):
+    """Hands a host lock's "waiting for <holder> that holds <what>" log line to the lines."""
+
+    def __init__(self, progress: RunProgress) -> None:
+        super().__init__(logging.INFO)
+        self.progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # A record reaches every logger it propagates through: read once.
+        if getattr(record, "yardstick_lock_wait_read", False):
+            return
+        record.yardstick_lock_wait_read = True
+        message = record.getMessage()
+        if "waiting for " in message and " holds " in message:
+            self.progress.lock_wait(message)

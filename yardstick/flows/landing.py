@@ -143,7 +143,7 @@ def run_family(
         run_logger().warning("%s: %s", env.name, exc)
         landed, finished = land_finished(progress, env, run_id, lake)
         # What finished landed: partial; nothing finished (or a cell failed): failed.
-        status = "partial" if finished.tables and not finished.problems else "failed"
+        status = "partial" if progress.done and not finished.problems else "failed"
         reason = "; ".join(filter(None, [f"timed out: {exc}", landed]))
         step.update(status=status, reason=reason, window_s=finished.window_s)
     except Exception as exc:  # one family failing must not stop the others
@@ -249,7 +249,7 @@ def land_finished(
     """Land what a stopped family finished (its last snapshot: whole units only, each table
     written atomically by delta.write); what the step's reason says of it, and what landed
     (no tables: nothing)."""
-    if not progress.done or progress.snapshot is None:
+    if progress.snapshot is None:
         # A family that plans no units says nothing more than its stop.
         said = f"nothing finished to land ({progress.summary()})" if progress.planned else ""
         return said, Measured()

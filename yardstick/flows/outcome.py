@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from yardstick.interrupt import RunEnding
+
 
 class EnvOutcome(BaseModel):
     """How one environment's measurement ended."""
@@ -65,11 +67,12 @@ class RunSummary(BaseModel):
         return [o for o in self.outcomes if o.status != "ok"]
 
 
-class RunEnded(Exception):  # noqa: N818 (a run's ending, not an error of the code)
+class RunEnded(RunEnding):  # noqa: N818 (a run's ending, not an error of the code)
     """A run that ended Failed or Cancelled, with its summary: Prefect turns a failed or
     cancelled state's data into an exception (a summary there made its engine log a
     TypeError traceback), so the summary travels inside one. It reads as the summary
-    (`ended.outcomes`), so callers of `state.result(raise_on_failure=False)` need no change."""
+    (`ended.outcomes`), so callers of `state.result(raise_on_failure=False)` need no change.
+    The engine's "unexpected exception" record of it is dropped (interrupt.RunEnding)."""
 
     def __init__(self, message: str, summary: BaseModel | None = None) -> None:
         super().__init__(message)

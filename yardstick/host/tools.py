@@ -6,6 +6,8 @@ import functools
 import logging
 import os
 import re
+import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -256,37 +258,70 @@ def tool_facts(names: tuple[str, ...] = WRAPPED_TOOLS) -> dict[str, str]:
     return facts
 
 
+@functools.cache
+def _dies_with_us() -> list[str]:
+    """The prefix that has the kernel kill a tool when this process dies (kill -9 included):
+    util-linux's `setpriv --pdeathsig KILL`; none where it is missing (the tool then finishes
+    its cell alone). Its own process group keeps a terminal's signals from it, and so the
+    group's SIGKILL too."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return []
+    try:
+        works = subprocess.run(
+            [setpriv, "--pdeathsig", "KILL", "--", "true"], capture_output=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [setpriv, "--pdeathsig", "KILL", "--"] if works.returncode == 0 else []
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL the tool's own process group (it and anything it started), then reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # exited meanwhile
+    process.communicate()
+
+
 def run_tool(args: list[str], timeout_s: float, env: dict[str, str] | None = None) -> str:
     """Run a tool and return its stdout; killed and ToolTimeout past `timeout_s`, killed and
     Interrupted / FamilyTimeout when the run is stopped or the family's bound is reached.
+
+    The tool runs in a process group of its own: a terminal's Ctrl-C (sent to the foreground
+    group) reaches only yardstick, which asks the families to stop and kills the tool here,
+    so a cell cut by Ctrl-C is said to be interrupted, never a tool failure ("Could not fetch
+    server CONFIG" from a redis-benchmark that took the SIGINT itself).
 
     `args` may hold a password (redis-benchmark has no other way to take one): errors
     never quote the command line."""
     name = os.path.basename(args[0])
     deadline = time.monotonic() + timeout_s
     process = subprocess.Popen(
-        args,
+        [*_dies_with_us(), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
         env={**os.environ, **(env or {})},
+        process_group=0,
     )
     try:
-        while True:
-            try:
-                # Short waits: a C tool hung on a frozen server must not outlive a Ctrl-C or
-                # its family's bound (it has no timeout of its own).
-                stdout, stderr = process.communicate(timeout=POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                interrupt.check()
-                if time.monotonic() >= deadline:
-                    raise ToolTimeout(f"{name} killed after {timeout_s:.0f} s") from None
+        with interrupt.child_group(process.pid):
+            while True:
+                try:
+                    # Short waits: a C tool hung on a frozen server must not outlive a Ctrl-C
+                    # or its family's bound (it has no timeout of its own).
+                    stdout, stderr = process.communicate(timeout=POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    interrupt.check()
+                    if time.monotonic() >= deadline:
+                        raise ToolTimeout(f"{name} killed after {timeout_s:.0f} s") from None
     finally:
         if process.poll() is None:
-            process.kill()
-            process.communicate()
+            _kill_group(process)
     if process.returncode != 0:
         last = (stderr or stdout).strip().splitlines()[-1:] or ["no output"]
         raise ToolFailed(f"{name} exited {process.returncode}: {last[0]}")

@@ -28,7 +28,7 @@ from matplotlib.ticker import (  # noqa: E402
 )
 
 from yardstick.reports.changepoints import series_change_points  # noqa: E402
-from yardstick.reports.labels import short_description, unit_label  # noqa: E402
+from yardstick.reports.labels import figure_label, unit_label  # noqa: E402
 
 # Figures with one series per subject (benchmark cells): more lines than this are unreadable.
 MAX_SUBJECTS = 4
@@ -214,11 +214,11 @@ def _save(figure: Figure, path: Path) -> None:
 
 
 def _catalog(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str]]:
-    """figure -> (short description, unit) from the figure catalog: what titles and axes say."""
+    """figure -> (label, unit) from the figure catalog: what titles and axes say."""
     return {
-        figure: (short_description(description, figure), unit or "")
-        for figure, description, unit in con.execute(
-            "select figure, description, unit from figure_catalog"
+        figure: (label or figure_label(figure), unit or "")
+        for figure, label, unit in con.execute(
+            "select figure, label, unit from figure_catalog"
         ).fetchall()
     }
 

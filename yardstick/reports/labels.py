@@ -1,29 +1,24 @@
-"""How a figure is named for people: its catalog description (sql/seeds/figure_catalog.csv),
-shortened for a title or a table cell, and its unit as an axis or a column shows it."""
+"""How a figure is named for people: its catalog label (sql/seeds/figure_catalog.csv, a short
+name written by hand for each figure), and its unit as an axis or a column shows it."""
 
 from __future__ import annotations
 
-# Longer than this, a description's parenthesis (how it is measured) is left to the catalog.
-MAX_LABEL_CHARS = 80
-# First words that are abbreviations, kept as written rather than capitalised.
-_KEEP_CASE = {"rps"}
+import csv
+import functools
+from importlib.resources import files
 
 
-def short_description(description: str | None, figure: str) -> str:
-    """The catalog description's name part (before a colon's explanation), capitalised; the
-    identifier itself when the catalog has none."""
-    text = (description or "").strip()
-    if not text:
-        return figure
-    # After ": " a description explains how to read the figure; a title needs its name.
-    text = text.split(": ", 1)[0]
-    if len(text) > MAX_LABEL_CHARS and " (" in text:
-        text = text.split(" (", 1)[0]
-    first = text.split(" ", 1)[0]
-    # Identifiers (used_memory, p50) keep their case; words start a sentence.
-    if first.isalpha() and first.islower() and first not in _KEEP_CASE:
-        text = text[0].upper() + text[1:]
-    return text
+@functools.cache
+def _labels() -> dict[str, str]:
+    """figure -> label, from the packaged catalog seed (read once)."""
+    seed = files("yardstick.sql").joinpath("seeds", "figure_catalog.csv")
+    with seed.open(encoding="utf-8", newline="") as f:
+        return {row["figure"]: row["label"] for row in csv.DictReader(f)}
+
+
+def figure_label(figure: str) -> str:
+    """The figure's catalog label; the identifier itself for a figure the catalog lacks."""
+    return _labels().get(figure) or figure
 
 
 def unit_label(unit: str | None) -> str:

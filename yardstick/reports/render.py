@@ -14,7 +14,7 @@ from jinja2 import Environment as Jinja
 from jinja2 import FileSystemBytecodeCache, PackageLoader, StrictUndefined
 
 from yardstick.reports.charts import MOVED, render_charts, render_verdict_charts, trend_figures
-from yardstick.reports.labels import short_description, unit_label
+from yardstick.reports.labels import figure_label, unit_label
 from yardstick.reports.numbers import fmt
 from yardstick.storage.warehouse import connect_read_only
 
@@ -73,8 +73,8 @@ def _jinja() -> Jinja:
     env.filters["measured_by"] = measured_by
     env.filters["nature"] = lambda nature: NATURE_LABEL.get(nature, nature)
     env.filters["unit_label"] = unit_label
-    # A figures row's catalog description, as a table cell names the figure.
-    env.filters["described"] = lambda row: short_description(row.get("description"), row["figure"])
+    # A figures row's catalog label, as a table cell names the figure.
+    env.filters["described"] = lambda row: figure_label(row["figure"])
     return env
 
 
@@ -128,7 +128,7 @@ def headline_rows(figures: list[dict], names: list[str], across: str = "subjects
         rows.append(
             {
                 "figure": name,
-                "description": short_description(first["description"], name),
+                "description": figure_label(name),
                 "unit": first["unit"],
                 "nature": first["nature"],
                 "low": by_value[0],
@@ -352,18 +352,16 @@ def comparison_context(con: duckdb.DuckDBPyConnection) -> dict:
     figures = _rows(
         con, "select * from comparison order by position, figure, subject, pair_group, env"
     )
-    catalog = figure_catalog(con)
     pivot: dict[str, dict[tuple[str, str], dict]] = {"ratio": {}, "absolute": {}}
     for figure in figures:
         key = (figure["figure"], figure["subject"])
         rows = pivot[figure["nature"]]
         if key not in rows:
-            described = catalog.get(key[0], {}).get("description")
             rows[key] = {
                 "figure": key[0],
                 "subject": key[1],
                 "unit": figure["unit"],
-                "description": short_description(described, key[0]),
+                "description": figure_label(key[0]),
                 # A figure's description is written on its first subject's row only.
                 "first": not any(name == key[0] for name, _ in rows),
                 "by_env": {},

@@ -149,6 +149,14 @@ def _check_tls(index: int, env: Environment) -> None:
         )
     if env.tls is None:
         return
+    if not env.uses_tls and not env.url_given:
+        # A Sentinel master's URL may be left out, but then it is redis://: the URL is the
+        # field to write, not tls.
+        raise _EnvFieldError(
+            index,
+            "url",
+            "missing: tls needs a rediss:// URL (its host is the master's, asked of the Sentinels)",
+        )
     if not env.uses_tls:
         raise _EnvFieldError(
             index, "tls", "needs a rediss:// URL (this one is redis://, without TLS)"
@@ -284,5 +292,11 @@ def _wording(error: dict[str, Any]) -> str:
         return f"must be one of {error['ctx']['expected']} (got {error['input']!r})"
     if kind == "string_pattern_mismatch":
         return f"{error['input']!r} has characters not allowed here"
+    if kind == "finite_number":
+        return f"must be a finite number (got {error['input']!r})"
+    if kind == "greater_than":
+        bound = error["ctx"]["gt"]
+        shown = f"{bound:g}" if isinstance(bound, int | float) else str(bound)
+        return f"must be above {shown} (got {error['input']!r})"
     message = str(error["msg"])
     return message.removeprefix("Value error, ")

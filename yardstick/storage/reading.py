@@ -198,6 +198,11 @@ def judged_changes(con, envs: list[str], with_steady: bool) -> list[dict]:
     )
 
 
+def change_columns(con) -> list[str]:
+    """The columns judged_changes returns: an empty CSV still has its header."""
+    return [d[0] for d in con.execute("select * from changes limit 0").description]
+
+
 def crashed_runs(con, envs: list[str]) -> list[dict]:
     """Runs of these environments that crashed, by run."""
     return records(con, "select * from crashed_runs where env in ? order by env, run_id", [envs])

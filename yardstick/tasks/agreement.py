@@ -44,6 +44,7 @@ class AgreementProfile(BaseModel):
 
 # The lake tables this family lands, as commented on each.
 TABLES: dict[str, pa.Schema] = {
+    # The SLOWLOG ids and time the experiment occupied (slowlog.SPAN_SCHEMA).
     "agreement_span": SPAN_SCHEMA,
     # One SORT per repetition, seen by three instruments.
     "agreement": pa.schema(

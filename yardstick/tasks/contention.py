@@ -50,7 +50,9 @@ class ContentionProfile(BaseModel):
 
 # The lake tables this family lands, as commented on each.
 TABLES: dict[str, pa.Schema] = {
+    # The SLOWLOG ids and time the experiment occupied (slowlog.SPAN_SCHEMA).
     "contention_span": SPAN_SCHEMA,
+    # One row per run: the culprit list, the SLOWLOG settings it used, the victim's name.
     "contention_setup": pa.schema(
         [
             ("server_run_id", pa.string()),

@@ -22,6 +22,7 @@ from yardstick.tasks.slowlog import config_value, server_identity
 
 # The lake tables this family lands, as commented on each.
 TABLES: dict[str, pa.Schema] = {
+    # One row per collection: the monitor's threshold, its event count, LATENCY DOCTOR.
     "latency_collections": pa.schema(
         [
             ("server_run_id", pa.string()),
@@ -32,6 +33,7 @@ TABLES: dict[str, pa.Schema] = {
             ("error", pa.string()),
         ]
     ),
+    # LATENCY LATEST: one row per event the monitor holds, at each collection.
     "latency_latest": pa.schema(
         [
             ("server_run_id", pa.string()),

@@ -54,6 +54,7 @@ class SlowCommandsProfile(BaseModel):
 
 # The lake tables this family lands, as commented on each.
 TABLES: dict[str, pa.Schema] = {
+    # The SLOWLOG ids and time the experiment occupied (slowlog.SPAN_SCHEMA).
     "slow_commands_span": SPAN_SCHEMA,
     # O(N) commands: one row per command per repetition, duration from its SLOWLOG entry.
     "slow_commands": pa.schema(

@@ -30,6 +30,7 @@ from yardstick.access.environment import Environment
 from yardstick.access.info import parse_commandstats, parse_info
 from yardstick.access.slowlog_parse import SlowlogEntry, parse_slowlog, redact
 from yardstick.tasks.base import UTC_TS, Family, Landed, Measured, utc_now
+from yardstick.tasks.fingerprint import server_product
 
 
 class SlowlogProfile(BaseModel):
@@ -63,6 +64,10 @@ TABLES: dict[str, pa.Schema] = {
         [
             ("server_run_id", pa.string()),  # ids restart with the server process
             ("redis_version", pa.string()),
+            # The product and its own version from INFO server (valkey 8.1.8, where
+            # redis_version says 7.2.4): named before any fingerprint of the server is in.
+            ("server_product", pa.string()),
+            ("server_version", pa.string()),
             ("uptime_s", pa.int64()),
             ("collected_at", UTC_TS),
             ("slowlog_len", pa.int64()),
@@ -125,6 +130,8 @@ class ServerIdentity:
     version: tuple[int, ...]
     version_text: str
     uptime_s: int
+    product: str = "redis"  # server_name / valkey_version: "valkey" on Valkey
+    product_version: str = ""  # the product's own (Valkey 8.1.8, not redis_version 7.2.4)
 
 
 def server_identity(client: redis.Redis) -> ServerIdentity:
@@ -138,8 +145,14 @@ def server_identity(client: redis.Redis) -> ServerIdentity:
         # Some managed services hide run_id: the start minute stands in for it (a restart
         # changes it; a rare minute boundary only starts a new series, never a false loss).
         run_id = f"started-{(int(time.time()) - uptime_s) // 60}"
+    product = server_product(server)
     return ServerIdentity(
-        run_id=run_id, version=version, version_text=version_text, uptime_s=uptime_s
+        run_id=run_id,
+        version=version,
+        version_text=version_text,
+        uptime_s=uptime_s,
+        product=product["name"],
+        product_version=product["version"] or version_text,
     )
 
 
@@ -370,6 +383,8 @@ def collect_slowlog(
     collection = {
         "server_run_id": identity.run_id,
         "redis_version": identity.version_text,
+        "server_product": identity.product,
+        "server_version": identity.product_version,
         "uptime_s": identity.uptime_s,
         "collected_at": collected_at,
         "slowlog_len": length,

@@ -35,6 +35,12 @@ from yardstick.tasks.base import UTC_TS, Family, Measured, RunContext, Skipped, 
 
 # redis-benchmark learned --cluster in Redis 6.0.
 CLUSTER_SINCE = (6, 0, 0)
+# Under a bound, the first cell's time is unknown: a pilot of 1/PILOT_SHARE of its requests
+# (at least PILOT_MIN_REQUESTS) runs first. The full cell follows when the pilot says it fits;
+# when it does not, the pilot is kept as that cell, its reduced size stated in its rows
+# (`requests`) and the step (a loaded host lands something, not one cell cut at the bound).
+PILOT_SHARE = 10
+PILOT_MIN_REQUESTS = 1_000
 
 
 class ThroughputProfile(BaseModel):
@@ -65,7 +71,8 @@ TABLES: dict[str, pa.Schema] = {
             ("payload_bytes", pa.int32()),
             ("requests", pa.int64()),
             ("test", pa.string()),
-            ("status", pa.string()),  # ok | failed
+            # ok | failed | interrupted (cut by Ctrl-C or the family's bound: never a figure)
+            ("status", pa.string()),
             ("error", pa.string()),
             ("rps", pa.float64()),
             ("avg_ms", pa.float64()),
@@ -266,6 +273,16 @@ def throughput(
         appended together, once its redis-benchmark has exited)."""
         return _measured(rows[:count], notes, credentials)
 
+    def cut_or_run(sized: ThroughputProfile, cell: dict) -> list[dict]:
+        """One cell's rows; a cell cut halfway (Ctrl-C, the bound) lands as interrupted,
+        never a figure, beside the finished ones, and the stop goes on up."""
+        try:
+            return run_cell(tool, env, sized, cell, credentials)
+        except (interrupt.Interrupted, interrupt.FamilyTimeout) as exc:
+            rows.extend(cut_rows(tool, sized, cell, exc))
+            progress.drop(cell_label(cell), "cut", functools.partial(finished, len(rows)))
+            raise
+
     with ExitStack() as stack:
         try:
             # In cluster mode the tool authenticates on every primary: the user is on each.
@@ -290,14 +307,77 @@ def throughput(
                 # A cell starts only when it can finish within the family's bound: one killed
                 # at the bound is time spent for nothing, and the later cells still fit.
                 requests = profile.requests * pipeline * len(profile.tests)
-                if not interrupt.fits(clock.estimate_s(clients, pipeline, payload_bytes, requests)):
-                    progress.skip(cell_label(cell), interrupt.wont_fit())
-                    continue
-                cell_rows = run_cell(tool, env, profile, cell, credentials)
-                clock.ran(clients, pipeline, payload_bytes, requests, cell_rows[0]["elapsed_s"])
+                estimate_s = clock.estimate_s(clients, pipeline, payload_bytes, requests)
+                sized, cell_rows = profile, None
+                if estimate_s is None and interrupt.remaining_s() is not None:
+                    # Bounded, and nothing known of a cell's time yet: a pilot tells.
+                    pilot = pilot_profile(profile)
+                    if pilot is not None:
+                        pilot_rows = cut_or_run(pilot, cell)
+                        estimate_s = full_estimate_s(pilot_rows, pilot, profile)
+                        if not interrupt.fits(estimate_s):
+                            # The full cell would not finish: the pilot is the cell, smaller.
+                            sized, cell_rows = pilot, pilot_rows
+                            notes.append(reduced_note(cell, pilot, profile))
+                if cell_rows is None:
+                    if not interrupt.fits(estimate_s):
+                        progress.skip(cell_label(cell), interrupt.wont_fit())
+                        continue
+                    cell_rows = cut_or_run(profile, cell)
+                elapsed_s = cell_rows[0]["elapsed_s"]
+                if sized is profile:
+                    clock.ran(clients, pipeline, payload_bytes, requests, elapsed_s)
+                else:  # its rate only: a full-size repetition of it takes longer
+                    clock.rated(sized.requests * pipeline * len(profile.tests), elapsed_s)
                 rows += cell_rows
                 progress.finished(functools.partial(finished, len(rows)))
     return _measured(rows, notes, credentials)
+
+
+def pilot_profile(profile: ThroughputProfile) -> ThroughputProfile | None:
+    """The first cell's pilot: a tenth of its requests (at least PILOT_MIN_REQUESTS); None
+    when the cell is that small already (it is its own pilot)."""
+    requests = max(PILOT_MIN_REQUESTS, profile.requests // PILOT_SHARE)
+    return (
+        None if requests >= profile.requests else profile.model_copy(update={"requests": requests})
+    )
+
+
+def full_estimate_s(
+    pilot_rows: list[dict], pilot: ThroughputProfile, profile: ThroughputProfile
+) -> float | None:
+    """How long the full cell should take, from its pilot's time (None: the pilot failed,
+    and the full cell says what fails, as it did before)."""
+    if any(row["status"] != "ok" for row in pilot_rows):
+        return None
+    return pilot_rows[0]["elapsed_s"] * profile.requests / pilot.requests
+
+
+def reduced_note(cell: dict, sized: ThroughputProfile, profile: ThroughputProfile) -> str:
+    """What the step and the report say of a first cell run smaller than the profile's."""
+    return (
+        f"{cell_label(cell)} repetition {cell['repetition'] + 1} ran "
+        f"{sized.requests * cell['pipeline']:,} requests per test, not "
+        f"{profile.requests * cell['pipeline']:,}: at its pilot's rate the full cell "
+        f"{interrupt.wont_fit()}"
+    )
+
+
+def cut_rows(tool: Tool, profile: ThroughputProfile, cell: dict, cut: Exception) -> list[dict]:
+    """The rows of a cell cut halfway (Ctrl-C, the family's bound): status interrupted."""
+    return [
+        {
+            **cell,
+            "started_at": utc_now(),
+            "requests": profile.requests * cell["pipeline"],
+            "tool_version": tool.version_text,
+            "test": test.upper(),
+            "elapsed_s": 0.0,
+            "status": "interrupted",
+            "error": str(cut),
+        }
+        for test in profile.tests
+    ]
 
 
 def cell_label(cell: dict) -> str:
@@ -321,6 +401,11 @@ class CellClock:
         if elapsed > 0:
             self.rates.append(requests / elapsed)
 
+    def rated(self, requests: int, elapsed: float) -> None:
+        """A cell of another size than its profile's (the pilot kept): its rate only."""
+        if elapsed > 0:
+            self.rates.append(requests / elapsed)
+
     def estimate_s(self, clients: int, pipeline: int, payload: int, requests: int) -> float | None:
         """Seconds the cell should take (None: nothing known yet)."""
         if (clients, pipeline, payload) in self.elapsed_s:
@@ -333,7 +418,7 @@ class CellClock:
 
 def _measured(rows: list[dict], notes: list[str], credentials: ToolCredentials | None) -> Measured:
     """The family's Measured of these rows (whole cells)."""
-    failed = [r for r in rows if r["status"] != "ok"]
+    failed = [r for r in rows if r["status"] not in ("ok", "interrupted")]
     problems = (
         [f"{len(failed)} of {len(rows)} benchmark rows failed: {failed[0]['error']}"]
         if failed

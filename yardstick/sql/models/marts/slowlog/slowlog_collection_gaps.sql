@@ -202,9 +202,10 @@ select
     r.env,
     r.server_run_id,
     r.redis_version,        /* what INFO answers: a compatibility version on Valkey */
-    /* The server's own product and version (fingerprint; else what redis_version says) */
-    coalesce(p.server_product, 'redis') as server_product,
-    coalesce(p.server_version, r.redis_version) as server_version,
+    /* The server's own product and version: its fingerprint's, else what the collection
+       read in INFO server (server_name, valkey_version), else what redis_version says */
+    coalesce(p.server_product, r.server_product, 'redis') as server_product,
+    coalesce(p.server_version, r.server_version, r.redis_version) as server_version,
     r.collected_at,
     r.slowlog_len,
     r.slowlog_max_len,

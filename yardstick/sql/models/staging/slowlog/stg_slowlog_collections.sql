@@ -4,6 +4,8 @@ select
     env,
     server_run_id,          /* entry ids restart with the server process */
     redis_version,
+    server_product,         /* INFO server's product (valkey), null in files before it */
+    server_version,         /* the product's own version (Valkey 8.1.8, not 7.2.4) */
     uptime_s,
     collected_at,
     slowlog_len,
