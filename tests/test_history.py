@@ -312,7 +312,7 @@ def test_a_standing_regression_stays_reported_against_its_own_reference(con, his
         " and r.subject = ?",
         list(SPEEDUP),
     ).fetchone()
-    assert evidence.startswith(f"standing since {night_30:%Y-%m-%d}: -") and counts >= 1
+    assert evidence.startswith(f"standing since {night_30:%Y-%m-%d} (said by the ") and counts >= 1
 
 
 def test_a_series_declared_the_new_normal_is_judged_again_from_it(con, history):

@@ -34,11 +34,21 @@
 {% set outlier_sigmas = var('verdict_outlier_sigmas') %}
 {% set min_alarm = var('verdict_min_alarm_share') %}
 {% set min_change = var('verdict_min_change_share') %}
+{% set scan_runs = var('verdict_cusum_runs') %}
+{% set cusum_k = var('verdict_cusum_k') %}
+{% set cusum_h = var('verdict_cusum_h') %}
+{% set cusum_clip = var('verdict_cusum_clip') %}
 {% if k < 2 or k_max < k or min_baseline < k + 3 %}
     {{ exceptions.raise_compiler_error(
         "dbt vars verdict_recent_runs " ~ k ~ ", verdict_max_recent_runs " ~ k_max
         ~ " and verdict_min_baseline " ~ min_baseline ~ ": the test needs 2 recent runs or more,"
         ~ " at most verdict_max_recent_runs, and a baseline of at least verdict_recent_runs + 3 runs") }}
+{% endif %}
+{% if scan_runs < 2 or cusum_h <= 0 or cusum_clip <= cusum_k %}
+    {{ exceptions.raise_compiler_error(
+        "dbt vars verdict_cusum_runs " ~ scan_runs ~ ", verdict_cusum_h " ~ cusum_h
+        ~ " and verdict_cusum_clip " ~ cusum_clip ~ ": the CUSUM needs 2 runs or more,"
+        ~ " a positive threshold and a clip above verdict_cusum_k") }}
 {% endif %}
 {% set z_crit = z_critical(alpha) %}
 
@@ -90,7 +100,7 @@ prior as (
         t.profile, t.series, t.baseline_key, t.test_verdict as prior_verdict,
         t.test_change_since as prior_change_since, t.saturated,
         t.hold_verdict, t.hold_since, t.hold_reference, t.hold_sigma, t.hold_n, t.hold_sign,
-        t.hold_said_at,
+        t.hold_said_at, t.hold_test,
     from {{ prior }} as t
     semi join (select distinct env, figure, subject from batch_points) as c
         on c.env = t.env and c.figure = t.figure and c.subject = t.subject
@@ -104,6 +114,7 @@ prior as (
         null::varchar as hold_verdict, null::timestamptz as hold_since,
         null::double as hold_reference, null::double as hold_sigma, null::bigint as hold_n,
         null::double as hold_sign, null::timestamptz as hold_said_at,
+        null::varchar as hold_test,
     where false
     {% endif %}
 ),
@@ -112,7 +123,8 @@ points as (
     select * from batch_points
     union all by name
     select * exclude (
-        hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at
+        hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at,
+        hold_test
     ),
         true as is_prior,
     from prior
@@ -138,6 +150,13 @@ windows as (
         mad(baseline_value) over reference as reference_mad,
         stddev_samp(baseline_value) over reference as reference_sd,
         count(baseline_value) over reference as reference_n,
+        /* The CUSUM's reference: the 30 comparable runs before its whole window (none of
+           the runs it sums is in it), and its window, oldest first. */
+        median(baseline_value) over scan_reference as scan_reference_median,
+        mad(baseline_value) over scan_reference as scan_reference_mad,
+        stddev_samp(baseline_value) over scan_reference as scan_reference_sd,
+        count(baseline_value) over scan_reference as scan_reference_n,
+        list({ 'v': judged_value, 'at': started_at }) over scan_window as scan_window_runs,
         /* The last runs (this one and up to k_max - 1 before it), oldest first. */
         list({ 'v': judged_value, 'at': started_at }) over recent as recent_runs,
         lag(judged_value) over comparable as previous_value,
@@ -160,6 +179,14 @@ windows as (
         recent as (
             partition by env, figure, subject, series, baseline_key order by started_at, run_id
             rows between {{ k_max - 1 }} preceding and current row
+        ),
+        scan_reference as (
+            partition by env, figure, subject, series, baseline_key order by started_at, run_id
+            rows between {{ 29 + scan_runs }} preceding and {{ scan_runs }} preceding
+        ),
+        scan_window as (
+            partition by env, figure, subject, series, baseline_key order by started_at, run_id
+            rows between {{ scan_runs - 1 }} preceding and current row
         ),
         comparable as (
             partition by env, figure, subject, series, baseline_key order by started_at, run_id
@@ -331,14 +358,113 @@ significant as (
     from tested_p
 ),
 
-chosen as (
-    /* The evidence of the test that was met (the short one first), else of the long one. */
+scan_noise as (
+    /* The CUSUM's noise σ: of its own reference, capped as the test's is. */
     select
         *,
-        {% for col in ['k', 'n', 'value', 'since', 'share', 'score', 'p'] %}
-        case when met_short then {{ col }}_short else {{ col }}_long end as chosen_{{ col }},
-        {% endfor %}
+        case
+            when scan_reference_mad > 0 then least(scan_reference_sd, 1.5 * 1.4826 * scan_reference_mad)
+            else scan_reference_sd
+        end as scan_sigma,
     from significant
+),
+
+scan_scored as (
+    /* Each run of the CUSUM's window in σ from the reference median (the median's own error
+       counted, π/2n), clipped at ±cusum_clip: a heavy-tailed run weighs no more than that,
+       the robust part the several-run test gets from leaving outliers out. */
+    select
+        *,
+        list_transform(scan_window_runs, lambda r: greatest(least(
+            (r.v - scan_reference_median)
+                / nullif(scan_sigma * sqrt(1 + pi() / (2 * scan_reference_n)), 0),
+            {{ cusum_clip }}), -{{ cusum_clip }})) as scan_z,
+    from scan_noise
+),
+
+scan_sums as (
+    /* Page's CUSUM each way, started at the window's first run: tonight's value is the
+       largest, over the last m runs, of their summed z less k a run (the m of that largest
+       is how many runs the change rests on: it began m runs ago). */
+    select
+        *,
+        list_transform(range(1, len(scan_z) + 1), lambda m: {
+            'm': m,
+            'down': -list_sum(scan_z[-m:]) - {{ cusum_k }} * m,
+            'up': list_sum(scan_z[-m:]) - {{ cusum_k }} * m,
+        }) as scan_sums,
+    from scan_scored
+),
+
+scan_top as (
+    select
+        *,
+        list_reduce(scan_sums, lambda a, b: case when b.down > a.down then b else a end) as scan_down,
+        list_reduce(scan_sums, lambda a, b: case when b.up > a.up then b else a end) as scan_up,
+    from scan_sums
+),
+
+scan_sided as (
+    select
+        *,
+        case when scan_down.down >= scan_up.up then -1 else 1 end as scan_sign,
+        case when scan_down.down >= scan_up.up then scan_down.down else scan_up.up end as scan_score,
+        case when scan_down.down >= scan_up.up then scan_down.m else scan_up.m end as scan_k,
+    from scan_top
+),
+
+scan_level as (
+    select
+        *,
+        scan_k as scan_n,
+        list_avg(list_transform(scan_window_runs[-scan_k:], lambda r: r.v)) as scan_value,
+        scan_window_runs[-scan_k].at as scan_since,
+        null::double as scan_p,  /* no p-value: the threshold is calibrated (bench/verdicts.py) */
+    from scan_sided
+),
+
+scan_tested as (
+    select
+        *,
+        (scan_value - scan_reference_median) / nullif(abs(scan_reference_median), 0) as scan_share,
+    from scan_level
+),
+
+scan_met as (
+    /* The CUSUM is met at cusum_h, on 2 runs or more, a change of min_alarm_share, and a
+       reference of min_baseline runs before its window (before: the several-run test alone). */
+    select
+        *,
+        coalesce(
+            scan_reference_n >= {{ min_baseline }} and scan_sigma > 0 and scan_score >= {{ cusum_h }}
+            and scan_k >= 2 and abs(scan_share) >= {{ min_alarm }} and sign(scan_share) = scan_sign,
+            false
+        ) as met_scan,
+    from scan_tested
+),
+
+chosen as (
+    /* The evidence of the test that was met (the several-run test first, short then long,
+       then the CUSUM), else of the long one; and what it was judged against. */
+    select
+        *,
+        case
+            when met_short or met_long then 'several-run' when met_scan then 'CUSUM'
+        end as fired_test,
+        {% for col in ['k', 'n', 'value', 'since', 'share', 'score', 'p'] %}
+        case
+            when met_short then {{ col }}_short
+            when not met_long and met_scan then scan_{{ col }}
+            else {{ col }}_long
+        end as chosen_{{ col }},
+        {% endfor %}
+        {% for col, scan_col in [('reference_median', 'scan_reference_median'),
+            ('noise_sigma', 'scan_sigma'), ('reference_n', 'scan_reference_n')] %}
+        case
+            when not (met_short or met_long) and met_scan then {{ scan_col }} else {{ col }}
+        end as test_{{ col }},
+        {% endfor %}
+    from scan_met
 ),
 
 scored as (
@@ -384,7 +510,8 @@ measured as (
 decided as (
     select
         *,
-        coalesce(baseline_n >= {{ min_baseline }} and (met_short or met_long), false) as confirmed,
+        coalesce(baseline_n >= {{ min_baseline }} and (met_short or met_long or met_scan), false)
+            as confirmed,
         coalesce(
             baseline_n >= {{ min_baseline }}
             and single_p_value <= {{ alpha }}
@@ -399,8 +526,9 @@ directed as (
         *,
         /* What the verdict speaks of: the recent level when the test is met, else this run. */
         case when confirmed then recent_change_share else single_change_share end as change_share,
-        case when confirmed then recent_value - reference_median else judged_value - baseline_median end
-            as moved_by,
+        case
+            when confirmed then recent_value - test_reference_median else judged_value - baseline_median
+        end as moved_by,
     from decided
 ),
 
@@ -484,16 +612,18 @@ starts as (
        the reference taking in the changed runs night after night never fades it. */
     select
         {{ keys | join(', ') }}, started_at as start_at, run_id as start_run,
-        verdict as hold_verdict, change_since as hold_since, reference_median as hold_reference,
-        noise_sigma as hold_sigma, reference_n as hold_n,
-        sign(recent_value - reference_median) as hold_sign, started_at as hold_said_at,
+        verdict as hold_verdict, change_since as hold_since, test_reference_median as hold_reference,
+        test_noise_sigma as hold_sigma, test_reference_n as hold_n,
+        sign(recent_value - test_reference_median) as hold_sign, started_at as hold_said_at,
+        fired_test as hold_test,
     from dated
-    where first_night and not is_prior and reference_n >= 3 and noise_sigma is not null
+    where first_night and not is_prior and test_reference_n >= 3 and test_noise_sigma is not null
     union all by name
     /* A change still standing at the series' last point before this batch: followed on. */
     select
         {{ keys | join(', ') }}, started_at as start_at, run_id as start_run,
         hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at,
+        hold_test,
     from (
         select * from prior
         qualify row_number() over (
@@ -596,7 +726,7 @@ covered as (
     /* The change each point stands in (the latest one begun before it and not over). */
     select
         p.env, p.figure, p.subject, p.run_id, a.start_run, a.hold_verdict, a.hold_since,
-        a.hold_reference, a.hold_sigma, a.hold_n, a.hold_sign, a.hold_said_at,
+        a.hold_reference, a.hold_sigma, a.hold_n, a.hold_sign, a.hold_said_at, a.hold_test,
         h.held_value, h.held_k, h.held_n, h.held_share, h.held_score, h.held_p,
     from dated as p
     inner join accepted as a
@@ -616,7 +746,7 @@ overlaid as (
     select
         d.* rename (verdict as test_verdict, change_since as test_change_since),
         c.start_run, c.hold_verdict, c.hold_since, c.hold_reference, c.hold_sigma, c.hold_n,
-        c.hold_sign, c.hold_said_at, c.held_value, c.held_k, c.held_n, c.held_share, c.held_score, c.held_p,
+        c.hold_sign, c.hold_said_at, c.hold_test, c.held_value, c.held_k, c.held_n, c.held_share, c.held_score, c.held_p,
         /* A change said before tonight and still there (tonight's test alone may be quiet:
            its reference has taken in the changed runs), flagged nights excepted. */
         c.start_run is not null and c.start_run <> d.run_id and c.held_value is not null
@@ -642,12 +772,18 @@ final as (
         case when held_over then held_value else recent_value end as recent_value,
         case when held_over then held_k else recent_k end as recent_k,
         case when held_over then held_n else recent_n end as recent_n,
-        case when held_over then hold_reference else reference_median end as reference_median,
-        case when held_over then hold_n else reference_n end as reference_n,
-        case when held_over then hold_sigma else noise_sigma end as noise_sigma,
+        case when held_over then hold_reference else test_reference_median end as reference_median,
+        case when held_over then hold_n else test_reference_n end as reference_n,
+        case when held_over then hold_sigma else test_noise_sigma end as noise_sigma,
+        case when held_over then hold_sigma else test_noise_sigma end
+            / nullif(abs(case when held_over then hold_reference else test_reference_median end), 0)
+            as noise_sigma_share,
+        /* Which test says the change: the several-run test or the CUSUM tonight; on a night
+           only the standing change says it, the test that first said it. */
         case
-            when held_over then hold_sigma / nullif(abs(hold_reference), 0) else noise_sigma_share
-        end as noise_sigma_share,
+            when held_over then hold_test
+            when test_verdict in {{ alarms }} then fired_test
+        end as verdict_test,
         case when held_over then held_score else change_score end as change_score,
         case when held_over then held_p else p_value end as p_value,
         case when held_over then held_share else change_share end as change_share,
@@ -674,9 +810,11 @@ select
     recent_value, recent_k, recent_n, reference_median, reference_n, noise_sigma, noise_sigma_share,
     change_score, p_value, single_p_value, visible_change_share, change_since,
     direction, verdict, first_night,
+    verdict_test,  /* 'several-run' or 'CUSUM': the test that said the change (first) */
+    scan_score,  /* tonight's CUSUM (the larger way), in σ; met at verdict_cusum_h */
     /* the several-run test's own verdict and night, before a standing change is followed */
     test_verdict, test_change_since, standing,
     /* the standing change followed (what the next batch needs to follow it on) */
-    hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at,
+    hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at, hold_test,
 from final
 order by started_at, run_id, env, figure, subject
