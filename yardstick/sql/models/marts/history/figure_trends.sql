@@ -383,34 +383,30 @@ scan_scored as (
 ),
 
 scan_sums as (
-    /* Page's CUSUM each way, started at the window's first run: tonight's value is the
-       largest, over the last m runs, of their summed z less k a run (the m of that largest
-       is how many runs the change rests on: it began m runs ago). */
+    /* Page's CUSUM each way, started at the window's first run: over the last m runs (m = 1
+       to the window), their summed z less k a run. */
     select
         *,
-        list_transform(range(1, len(scan_z) + 1), lambda m: {
-            'm': m,
-            'down': -list_sum(scan_z[-m:]) - {{ cusum_k }} * m,
-            'up': list_sum(scan_z[-m:]) - {{ cusum_k }} * m,
-        }) as scan_sums,
+        list_transform(range(1, len(scan_z) + 1), lambda m: -list_sum(scan_z[-m:]) - {{ cusum_k }} * m)
+            as scan_down_sums,
+        list_transform(range(1, len(scan_z) + 1), lambda m: list_sum(scan_z[-m:]) - {{ cusum_k }} * m)
+            as scan_up_sums,
     from scan_scored
 ),
 
-scan_top as (
-    select
-        *,
-        list_reduce(scan_sums, lambda a, b: case when b.down > a.down then b else a end) as scan_down,
-        list_reduce(scan_sums, lambda a, b: case when b.up > a.up then b else a end) as scan_up,
-    from scan_sums
-),
-
 scan_sided as (
+    /* Tonight's CUSUM: the largest of those sums, the larger way; the m of that largest is
+       how many runs the change rests on (it began m runs ago). */
     select
         *,
-        case when scan_down.down >= scan_up.up then -1 else 1 end as scan_sign,
-        case when scan_down.down >= scan_up.up then scan_down.down else scan_up.up end as scan_score,
-        case when scan_down.down >= scan_up.up then scan_down.m else scan_up.m end as scan_k,
-    from scan_top
+        case when list_max(scan_down_sums) >= list_max(scan_up_sums) then -1 else 1 end as scan_sign,
+        greatest(list_max(scan_down_sums), list_max(scan_up_sums)) as scan_score,
+        case
+            when list_max(scan_down_sums) >= list_max(scan_up_sums)
+                then list_position(scan_down_sums, list_max(scan_down_sums))
+            else list_position(scan_up_sums, list_max(scan_up_sums))
+        end as scan_k,
+    from scan_sums
 ),
 
 scan_level as (
