@@ -167,14 +167,14 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
                 within(1e5 if day < 19 else 0.6e5, 0.02, rng),
                 version=version,
             )
-        # Their own draws (the stories above keep theirs): σ = 10 % (no number of runs shows
-        # 5 %), and σ = 1 % with a 5 % step on night 30 that stands, or returns on night 50.
-        # σ = 2 % noise (a fixed cycle), then from night 30 a level 3.5 % lower, night after
-        # night: 1.7 σ a run, which three runs together never show at alpha (the several-run
-        # test), but which the CUSUM sums run after run until it calls it.
+        # σ = 2 % noise (a fixed cycle), then from night 30 a level 4 % lower, night after
+        # night: 2 σ a run, which three runs together never show at alpha (the several-run
+        # test), but which the scan, over more runs since the step, calls.
         cycle = (1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 0.0)
         for day in range(40):
-            land("cusum", day, 9.65 if day >= 30 else 10.0 * (1 + 0.02 * cycle[day % 7]), 1e5)
+            land("slow-step", day, 9.6 if day >= 30 else 10.0 * (1 + 0.02 * cycle[day % 7]), 1e5)
+        # Their own draws (the stories above keep theirs): σ = 10 % (no number of runs shows
+        # 5 %), and σ = 1 % with a 5 % step on night 30 that stands, or returns on night 50.
         own = random.Random(41)
         for day in range(LONG_NIGHTS):
             land("loud", day, noisy(10, 0.10, own), 1e5)
@@ -241,30 +241,28 @@ def test_a_5_percent_step_in_2_percent_noise_is_a_regression_by_the_third_night(
     assert f"since {started:%Y-%m-%d}" in evidence and "p = " in evidence
 
 
-def test_a_step_the_several_run_test_misses_is_called_by_the_cusum(con, history):
-    """1.7 σ a run: three runs together are no change at alpha, yet the CUSUM sums the runs since
-    the step and calls it, the first test to, saying so and since the step's night."""
+def test_a_step_the_several_run_test_misses_is_called_by_the_scan(con, history):
+    """2 σ a run: three runs together are no change at alpha, yet the scan, over more runs since
+    the step, calls it, the first test to, saying so and since the step's night."""
     rows = con.execute(
         "select verdict, verdict_test, change_since, scan_score from figure_trends"
-        " where env = 'cusum' and figure = ? and subject = ? order by started_at",
+        " where env = 'slow-step' and figure = ? and subject = ? order by started_at",
         list(SPEEDUP),
     ).fetchall()
     said = [night for night, r in enumerate(rows) if r[0] in ALARMS]
     assert said and min(said) >= 31 and said == list(range(min(said), len(rows))), rows[28:]
     first = rows[min(said)]
-    h = project_vars()["verdict_cusum_h"]
-    assert first[:2] == ("regression", "CUSUM") and first[3] >= h, rows[28:]
+    h = project_vars()["verdict_scan_threshold"]
+    assert first[:2] == ("regression", "scan") and first[3] >= h, rows[28:]
     step_night = START + timedelta(days=30)
     assert first[2] == step_night  # the window's runs since the step, not the night it was said
-    assert all(r[1] == "CUSUM" and r[2] == step_night for r in rows[min(said) :]), rows[30:]
+    assert all(r[1] == "scan" and r[2] == step_night for r in rows[min(said) :]), rows[30:]
     evidence, standing = con.execute(
-        "select evidence, standing from report_changes where env = 'cusum' and figure = ?"
+        "select evidence, standing from report_changes where env = 'slow-step' and figure = ?"
         " and subject = ?",
         list(SPEEDUP),
     ).fetchone()
-    said_by = (
-        f"CUSUM since {step_night:%Y-%m-%d}: -" if not standing else "(said by the CUSUM test)"
-    )
+    said_by = f"scan since {step_night:%Y-%m-%d}: -" if not standing else "(said by the scan test)"
     assert said_by in evidence, evidence
 
 
@@ -388,7 +386,7 @@ def test_a_standing_change_followed_night_by_night_equals_one_build(history, tmp
         "select env, run_id, figure, subject, verdict, test_verdict, change_since, first_night,"
         " standing, reference_median, p_value, hold_reference, verdict_test, scan_score,"
         " hold_test from figure_trends"
-        " where env in ('standing', 'returned', 'rebased', 'step5', 'cusum') order by all"
+        " where env in ('standing', 'returned', 'rebased', 'step5', 'slow-step') order by all"
     )
     with open_warehouse(root / "w.duckdb") as whole, open_warehouse(stepped) as nightly:
         want, got = whole.execute(query).fetchall(), nightly.execute(query).fetchall()
@@ -483,11 +481,14 @@ def test_changes_exits_non_zero_on_a_regression_and_reports_lead_with_it(history
     assert "charts/step-trend-pipeline_speedup" in first_screen
     # Which test said each change, in the report's row and in `changes`' evidence.
     assert "several-run test: " in first_screen
-    cusum = runner.invoke(app, ["changes", "--env", "cusum", "--warehouse", str(root / "w.duckdb")])
-    assert "CUSUM" in cusum.output and "regression" in cusum.output, cusum.output
+    slow = runner.invoke(
+        app, ["changes", "--env", "slow-step", "--warehouse", str(root / "w.duckdb")]
+    )
+    assert "regression" in slow.output, slow.output
+    assert "scan since" in slow.output or "said by the scan test" in slow.output, slow.output
     render_reports(root / "w.duckdb", tmp_path)
-    cusum_screen = "\n".join((tmp_path / "cusum.md").read_text().splitlines()[:12])
-    assert "CUSUM" in cusum_screen, cusum_screen
+    slow_screen = "\n".join((tmp_path / "slow-step.md").read_text().splitlines()[:12])
+    assert "scan since" in slow_screen or "said by the scan test" in slow_screen, slow_screen
     index = "\n".join((tmp_path / "index.md").read_text().splitlines()[:25])
     assert "regression" in index and "pipeline_speedup" in index and "crashed" in index
     comparison = (tmp_path / "comparison.md").read_text()

@@ -92,7 +92,7 @@ def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
             "p_value": single_p if verdict == "unconfirmed" else p_value,
             "since": since.isoformat() if since is not None else None,
             "evidence": evidence,
-            "test": test,  # 'several-run' or 'CUSUM': the test that said the change
+            "test": test,  # 'several-run' or 'scan': the test that said the change
         }
         for (
             figure, subject, verdict, nature, unit, value, baseline, share, band, first,

@@ -1,7 +1,7 @@
 /* State for figure_trends: the last 30 + max(k, k_max, w, 7) points of each comparable series
    (environment, figure, subject, series, baseline key; k, k_max and w = verdict_recent_runs,
-   verdict_max_recent_runs and verdict_cusum_runs): enough for its reference (the 30 runs
-   before the last k), the CUSUM's window and the 30 runs before it, its recent runs, its
+   verdict_max_recent_runs and verdict_scan_runs): enough for its reference (the 30 runs
+   before the last k), the scan's window and the 30 runs before it, its recent runs, its
    7-run rolling line, the verdict and change night of its latest point, and
    the change that point stands in (hold_*: followed on against its frozen reference).
    An update replaces the tails of the figures its batch extends. */
@@ -42,4 +42,4 @@ points as (
 select * from points
 qualify row_number() over (
     partition by env, figure, subject, series, baseline_key order by started_at desc, run_id desc
-) <= {{ 30 + [var('verdict_recent_runs'), var('verdict_max_recent_runs'), var('verdict_cusum_runs'), 7] | max }}
+) <= {{ 30 + [var('verdict_recent_runs'), var('verdict_max_recent_runs'), var('verdict_scan_runs'), 7] | max }}

@@ -34,21 +34,20 @@
 {% set outlier_sigmas = var('verdict_outlier_sigmas') %}
 {% set min_alarm = var('verdict_min_alarm_share') %}
 {% set min_change = var('verdict_min_change_share') %}
-{% set scan_runs = var('verdict_cusum_runs') %}
-{% set cusum_k = var('verdict_cusum_k') %}
-{% set cusum_h = var('verdict_cusum_h') %}
-{% set cusum_clip = var('verdict_cusum_clip') %}
+{% set scan_runs = var('verdict_scan_runs') %}
+{% set scan_h = var('verdict_scan_threshold') %}
+{% set scan_clip = var('verdict_scan_clip') %}
 {% if k < 2 or k_max < k or min_baseline < k + 3 %}
     {{ exceptions.raise_compiler_error(
         "dbt vars verdict_recent_runs " ~ k ~ ", verdict_max_recent_runs " ~ k_max
         ~ " and verdict_min_baseline " ~ min_baseline ~ ": the test needs 2 recent runs or more,"
         ~ " at most verdict_max_recent_runs, and a baseline of at least verdict_recent_runs + 3 runs") }}
 {% endif %}
-{% if scan_runs < 2 or cusum_h <= 0 or cusum_clip <= cusum_k %}
+{% if scan_runs < 2 or scan_h <= 0 or scan_clip <= 0 %}
     {{ exceptions.raise_compiler_error(
-        "dbt vars verdict_cusum_runs " ~ scan_runs ~ ", verdict_cusum_h " ~ cusum_h
-        ~ " and verdict_cusum_clip " ~ cusum_clip ~ ": the CUSUM needs 2 runs or more,"
-        ~ " a positive threshold and a clip above verdict_cusum_k") }}
+        "dbt vars verdict_scan_runs " ~ scan_runs ~ ", verdict_scan_threshold " ~ scan_h
+        ~ " and verdict_scan_clip " ~ scan_clip ~ ": the scan needs 2 runs or more,"
+        ~ " a positive threshold and a positive clip") }}
 {% endif %}
 {% set z_crit = z_critical(alpha) %}
 
@@ -150,8 +149,8 @@ windows as (
         mad(baseline_value) over reference as reference_mad,
         stddev_samp(baseline_value) over reference as reference_sd,
         count(baseline_value) over reference as reference_n,
-        /* The CUSUM's reference: the 30 comparable runs before its whole window (none of
-           the runs it sums is in it), and its window, oldest first. */
+        /* The scan's reference: the 30 comparable runs before its whole window (none of
+           the runs it scans is in it), and its window, oldest first. */
         median(baseline_value) over scan_reference as scan_reference_median,
         mad(baseline_value) over scan_reference as scan_reference_mad,
         stddev_samp(baseline_value) over scan_reference as scan_reference_sd,
@@ -359,7 +358,7 @@ significant as (
 ),
 
 scan_noise as (
-    /* The CUSUM's noise σ: of its own reference, capped as the test's is. */
+    /* The scan's noise σ: of its own reference, capped as the test's is. */
     select
         *,
         case
@@ -370,41 +369,40 @@ scan_noise as (
 ),
 
 scan_scored as (
-    /* Each run of the CUSUM's window in σ from the reference median (the median's own error
-       counted, π/2n), clipped at ±cusum_clip: a heavy-tailed run weighs no more than that,
-       the robust part the several-run test gets from leaving outliers out. */
+    /* Each run of the scan's window in σ from the reference median, clipped at ±scan_clip:
+       a heavy-tailed run weighs no more than that, the robust part the several-run test
+       gets from leaving outliers out. */
     select
         *,
         list_transform(scan_window_runs, lambda r: greatest(least(
-            (r.v - scan_reference_median)
-                / nullif(scan_sigma * sqrt(1 + pi() / (2 * scan_reference_n)), 0),
-            {{ cusum_clip }}), -{{ cusum_clip }})) as scan_z,
+            (r.v - scan_reference_median) / nullif(scan_sigma, 0), {{ scan_clip }}), -{{ scan_clip }}))
+            as scan_z,
     from scan_noise
 ),
 
 scan_sums as (
-    /* Page's CUSUM each way, started at the window's first run: over the last m runs (m = 1
-       to the window), their summed z less k a run. */
+    /* The scan: for each m from 2 to the window, the mean z of the last m runs in standard
+       errors of its difference from the reference median, √(1/m + π/2n) (the median's error
+       is shared by every run summed, so it is counted once, not m times). Position i is
+       m = i + 1. */
     select
         *,
-        list_transform(range(1, len(scan_z) + 1), lambda m: -list_sum(scan_z[-m:]) - {{ cusum_k }} * m)
-            as scan_down_sums,
-        list_transform(range(1, len(scan_z) + 1), lambda m: list_sum(scan_z[-m:]) - {{ cusum_k }} * m)
-            as scan_up_sums,
+        list_transform(range(2, len(scan_z) + 1), lambda m: list_sum(scan_z[-m:]) / m
+            / sqrt(1 / m + pi() / (2 * scan_reference_n))) as scan_scores,
     from scan_scored
 ),
 
 scan_sided as (
-    /* Tonight's CUSUM: the largest of those sums, the larger way; the m of that largest is
-       how many runs the change rests on (it began m runs ago). */
+    /* Tonight's scan: the largest score either way; its m is how many runs the change rests
+       on (it began m runs ago). */
     select
         *,
-        case when list_max(scan_down_sums) >= list_max(scan_up_sums) then -1 else 1 end as scan_sign,
-        greatest(list_max(scan_down_sums), list_max(scan_up_sums)) as scan_score,
-        case
-            when list_max(scan_down_sums) >= list_max(scan_up_sums)
-                then list_position(scan_down_sums, list_max(scan_down_sums))
-            else list_position(scan_up_sums, list_max(scan_up_sums))
+        case when -list_min(scan_scores) >= list_max(scan_scores) then -1 else 1 end as scan_sign,
+        greatest(-list_min(scan_scores), list_max(scan_scores)) as scan_score,
+        1 + case
+            when -list_min(scan_scores) >= list_max(scan_scores)
+                then list_position(scan_scores, list_min(scan_scores))
+            else list_position(scan_scores, list_max(scan_scores))
         end as scan_k,
     from scan_sums
 ),
@@ -415,7 +413,7 @@ scan_level as (
         scan_k as scan_n,
         list_avg(list_transform(scan_window_runs[-scan_k:], lambda r: r.v)) as scan_value,
         scan_window_runs[-scan_k].at as scan_since,
-        null::double as scan_p,  /* no p-value: the threshold is calibrated (bench/verdicts.py) */
+        null::double as scan_p,  /* no p-value: its threshold is calibrated (bench/verdicts.py) */
     from scan_sided
 ),
 
@@ -427,12 +425,12 @@ scan_tested as (
 ),
 
 scan_met as (
-    /* The CUSUM is met at cusum_h, on 2 runs or more, a change of min_alarm_share, and a
-       reference of min_baseline runs before its window (before: the several-run test alone). */
+    /* The scan is met at scan_threshold, a change of min_alarm_share, and a reference of
+       min_baseline runs before its window (before: the several-run test alone). */
     select
         *,
         coalesce(
-            scan_reference_n >= {{ min_baseline }} and scan_sigma > 0 and scan_score >= {{ cusum_h }}
+            scan_reference_n >= {{ min_baseline }} and scan_sigma > 0 and scan_score >= {{ scan_h }}
             and scan_k >= 2 and abs(scan_share) >= {{ min_alarm }} and sign(scan_share) = scan_sign,
             false
         ) as met_scan,
@@ -441,11 +439,11 @@ scan_met as (
 
 chosen as (
     /* The evidence of the test that was met (the several-run test first, short then long,
-       then the CUSUM), else of the long one; and what it was judged against. */
+       then the scan), else of the long one; and what it was judged against. */
     select
         *,
         case
-            when met_short or met_long then 'several-run' when met_scan then 'CUSUM'
+            when met_short or met_long then 'several-run' when met_scan then 'scan'
         end as fired_test,
         {% for col in ['k', 'n', 'value', 'since', 'share', 'score', 'p'] %}
         case
@@ -774,7 +772,7 @@ final as (
         case when held_over then hold_sigma else test_noise_sigma end
             / nullif(abs(case when held_over then hold_reference else test_reference_median end), 0)
             as noise_sigma_share,
-        /* Which test says the change: the several-run test or the CUSUM tonight; on a night
+        /* Which test says the change: the several-run test or the scan tonight; on a night
            only the standing change says it, the test that first said it. */
         case
             when held_over then hold_test
@@ -806,8 +804,8 @@ select
     recent_value, recent_k, recent_n, reference_median, reference_n, noise_sigma, noise_sigma_share,
     change_score, p_value, single_p_value, visible_change_share, change_since,
     direction, verdict, first_night,
-    verdict_test,  /* 'several-run' or 'CUSUM': the test that said the change (first) */
-    scan_score,  /* tonight's CUSUM (the larger way), in σ; met at verdict_cusum_h */
+    verdict_test,  /* 'several-run' or 'scan': the test that said the change (first) */
+    scan_score,  /* tonight's scan (the larger way), in standard errors; met at verdict_scan_threshold */
     /* the several-run test's own verdict and night, before a standing change is followed */
     test_verdict, test_change_since, standing,
     /* the standing change followed (what the next batch needs to follow it on) */

@@ -15,11 +15,12 @@ select
             || ' (noise σ %.1f %%, %.1f σ of its error, p = %.2g)',
             strftime(change_since, '%Y-%m-%d'), coalesce(verdict_test, 'several-run'), change_share * 100,
             recent_n, reference_n, noise_sigma_share * 100, abs(change_score), p_value)
-        when verdict in ('regression', 'improvement', 'changed') and verdict_test = 'CUSUM' then printf(
-            'CUSUM since %s: %+.1f %% over %d runs against the median of the %d before them (noise σ %.1f %%,'
-            || ' summed %.1f σ beyond %g a run, threshold %g)',
+        when verdict in ('regression', 'improvement', 'changed') and verdict_test = 'scan' then printf(
+            'scan since %s: %+.1f %% over %d runs against the median of the %d before them'
+            || ' (noise σ %.1f %%, %.1f σ of its error, threshold %g over up to %d runs)',
             strftime(change_since, '%Y-%m-%d'), change_share * 100, recent_n, reference_n,
-            noise_sigma_share * 100, change_score, {{ var('verdict_cusum_k') }}, {{ var('verdict_cusum_h') }})
+            noise_sigma_share * 100, abs(change_score), {{ var('verdict_scan_threshold') }},
+            {{ var('verdict_scan_runs') }})
         when verdict in ('regression', 'improvement', 'changed') then printf(
             'several-run test since %s: %+.1f %% over %d runs against the median of %d before'
             || ' (noise σ %.1f %%, %.1f σ of its error, p = %.2g)',
