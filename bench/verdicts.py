@@ -4,7 +4,7 @@ sql/macros/history.sql, the dbt vars of yardstick/sql/dbt_project.yml) in a real
 
     .venv/bin/python bench/verdicts.py [--replicates 400] [--nights 40] [--seed 7]
         [--vars '{verdict_alpha: 0.002}' ...] [--root /work/bench-tmp] [--json out.json] [--keep]
-        [--tiny]
+        [--tiny] [--peers]
 
 At 400 replicates (7,600 series, 304,000 points) the warehouse build took 107 s on a busy
 2-core VM; each --vars pass builds another warehouse from the same lake. Small check:
@@ -42,6 +42,14 @@ mapping, repeatable) rebuilds the warehouse from the same lake with other dbt va
 verdict_min_baseline, verdict_min_change_share) and prints the same tables for each. The SQL
 project is copied at start (edits to sql/ during the run do not matter) and dbt's state lives
 in the work folder.
+
+Beside the rule, its peers on the same series (bench/_peers.py), each tuned on the steady
+σ = 2 % series to issue 38's bounds (≤ 0.5 % false alarms a night, ≤ 5 % of series alarmed):
+a textbook CUSUM in numpy (k = 0.5 and 1 σ, h found), and with --peers Apache Otava, installed
+on first use into a venv of its own under the user's cache (it pins numpy 2.2.0 and
+downgrades ruamel.yaml: never into the project's), fed and read through JSON files by
+bench/_otava_peer.py; skipped in one line when it cannot install. The last table gives the
+rule's margin over each, in points, on each target a peer can be judged on.
 """
 
 from __future__ import annotations

@@ -12,9 +12,11 @@ select
            whether it rests on the several-run test or on evidence summed night after night. */
         when verdict in ('regression', 'improvement', 'changed') and standing then printf(
             'standing since %s (said by the %s test): %+.1f %% over the last %d runs against the median of the %d before it'
-            || ' (noise σ %.1f %%, %.1f σ of its error, p = %.2g)',
+            || ' (noise σ %.1f %%, %.1f σ of its error',
             strftime(change_since, '%Y-%m-%d'), coalesce(verdict_test, 'several-run'), change_share * 100,
-            recent_n, reference_n, noise_sigma_share * 100, abs(change_score), p_value)
+            recent_n, reference_n, noise_sigma_share * 100, abs(change_score))
+            /* the scan, said again tonight, has no p-value: its threshold is calibrated */
+            || coalesce(printf(', p = %.2g', p_value), '') || ')'
         when verdict in ('regression', 'improvement', 'changed') and verdict_test = 'scan' then printf(
             'scan since %s: %+.1f %% over %d runs against the median of the %d before them'
             || ' (noise σ %.1f %%, %.1f σ of its error, threshold %g over up to %d runs)',
