@@ -22,7 +22,14 @@
      (a quiet series needs 3, a noisier one waits for more), each at alpha / 2 when they
      differ; a regression or improvement when one is met: p-value at most its level, resting
      on 2 runs or more, a change of at least min_alarm_share;
-   - 'unconfirmed': that test is not met, but this run alone is (against the 30 before it);
+   - beside it, a scan over the runs since a change may have begun: for m = 2 to scan_runs,
+     the mean of the last m runs (each clipped at scan_clip σ) against the median of the 30
+     comparable runs before those scan_runs (none of them in its own reference), in standard
+     errors σ √(1/m + π/2n); a change when its largest score reaches scan_threshold (a
+     calibrated threshold, not a p-value: bench/verdicts.py), a change of min_alarm_share, a
+     reference of min_baseline runs. Its window is bounded, so the tail state recomputes it;
+     verdict_test says which test said the change;
+   - 'unconfirmed': neither test is met, but this run alone is (against the 30 before it);
    - 'noisy': nothing moved, but the smallest change the test could reveal in this series
      with max_recent_runs runs (visible_change_share) is above min_change_share: a change of
      that size would go unseen. */
