@@ -4,7 +4,7 @@ sql/macros/history.sql, the dbt vars of yardstick/sql/dbt_project.yml) in a real
 
     .venv/bin/python bench/verdicts.py [--replicates 400] [--nights 40] [--seed 7]
         [--vars '{verdict_alpha: 0.002}' ...] [--root /work/bench-tmp] [--json out.json] [--keep]
-        [--tiny]
+        [--tiny] [--peers]
 
 At 400 replicates (7,600 series, 304,000 points) the warehouse build took 107 s on a busy
 2-core VM; each --vars pass builds another warehouse from the same lake. Small check:
@@ -42,6 +42,14 @@ mapping, repeatable) rebuilds the warehouse from the same lake with other dbt va
 verdict_min_baseline, verdict_min_change_share) and prints the same tables for each. The SQL
 project is copied at start (edits to sql/ during the run do not matter) and dbt's state lives
 in the work folder.
+
+Beside the rule, its peers on the same series (bench/_peers.py), each tuned on the steady
+σ = 2 % series to issue 38's bounds (≤ 0.5 % false alarms a night, ≤ 5 % of series alarmed):
+a textbook CUSUM in numpy (k = 0.5 and 1 σ, h found), and with --peers Apache Otava, installed
+on first use into a venv of its own under the user's cache (it pins numpy 2.2.0 and
+downgrades ruamel.yaml: never into the project's), fed and read through JSON files by
+bench/_otava_peer.py; skipped in one line when it cannot install. The last table gives the
+rule's margin over each, in points, on each target a peer can be judged on.
 """
 
 from __future__ import annotations
@@ -63,6 +71,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import Bench, copy_sql  # noqa: E402 - beside this file, not a package
+from _peers import CALIBRATION, cusum_peers, otava_peer  # noqa: E402
 
 from yardstick.storage.lakefs import Lake  # noqa: E402
 
@@ -486,8 +495,13 @@ def step_table(figures: dict[str, dict], nights: int, first: int) -> list[str]:
 
 def target_rows(figures: dict[str, dict]) -> list[dict]:
     """Each target with the measured figure and whether it is met."""
+    return target_rows_of(TARGETS, figures)
+
+
+def target_rows_of(targets: list[Target], figures: dict[str, dict]) -> list[dict]:
+    """Those targets with the measured figure and whether it is met."""
     rows = []
-    for t in TARGETS:
+    for t in targets:
         found = figures[t.scenario].get(t.figure)  # nights after the event this run has
         value = float(found) if found is not None else None
         met = value is not None and (value >= t.bound if t.at_least else value <= t.bound)
@@ -506,6 +520,59 @@ def target_table(rows: list[dict]) -> list[str]:
             continue
         met = "met" if r["met"] else "MISSED"
         out.append(f"| {r['target']} | {bound} | {pct(r['measured'])} | {met} |")
+    return out
+
+
+def peer_targets() -> list[Target]:
+    """The targets a peer is judged on: those of series without an environment (a peer knows
+    nothing of upgrades or profiles)."""
+    stable = {sc.name for sc in SCENARIOS if sc.env == "stable"}
+    return [t for t in TARGETS if t.scenario in stable and t.figure != "noisy"]  # none says it
+
+
+def peer_rows(signs: dict[str, np.ndarray], nights: int, first: int) -> list[dict]:
+    """A peer's signs (-1 fell: the speed-up got worse) read as verdicts, measured as the
+    rule's are: the same figures, the same targets."""
+    words = np.array(["regression", "steady", "improvement"], dtype=object)
+    grids = {name: words[s.astype(np.int64) + 1] for name, s in signs.items()}
+    since = {name: np.full(s.shape, -1) for name, s in signs.items()}
+    judged = Judged(grids, since)
+    figures = {
+        sc.name: scenario_figures(judged, sc, nights, first) for sc in SCENARIOS if sc.name in signs
+    }
+    return target_rows_of(peer_targets(), figures)
+
+
+def margin(rule: dict, peer: dict) -> str:
+    """How far the rule is ahead of a peer on one target, in points (+: the rule is better)."""
+    if rule["measured"] is None or peer["measured"] is None:
+        return "—"
+    ahead = rule["measured"] - peer["measured"]
+    ahead = ahead if rule["at_least"] else -ahead
+    return f"{ahead * 100 + 0.0:+.1f}"
+
+
+def peers_table(rule: list[dict], peers: dict[str, list[dict]]) -> list[str]:
+    """The rule beside each peer on the targets a peer can be judged on, with its margin."""
+    names = list(peers)
+    out = [
+        "| target | bound | this rule | "
+        + " | ".join(f"{n} | margin (points)" for n in names)
+        + " |",
+        "|---|---:|---:|" + "---:|---:|" * len(names),
+    ]
+    by_label = {r["target"]: r for r in rule}
+    for t in peer_targets():
+        r = by_label[t.label]
+        cells = []
+        for name in names:
+            p = next(row for row in peers[name] if row["target"] == t.label)
+            shown = pct(p["measured"]) if p["measured"] is not None else "—"
+            cells.append(f"{shown}{'' if p['met'] else ' ✗'} | {margin(r, p)}")
+        shown = pct(r["measured"]) if r["measured"] is not None else "—"
+        bound = f"{'≥' if t.at_least else '≤'} {pct(t.bound)}"
+        out.append(f"| {t.label} | {bound} | {shown}{'' if r['met'] else ' ✗'} | "
+                   + " | ".join(cells) + " |")  # fmt: skip
     return out
 
 
@@ -556,6 +623,12 @@ def main() -> None:
     )
     parser.add_argument("--root", type=Path, default=Path("/work/bench-tmp"))
     parser.add_argument("--keep", action="store_true", help="keep the lake and warehouse")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also run Apache Otava (installed on first use in a venv of its own under the"
+        " user's cache, never the project's)",
+    )
     args = harness.parse()
     if args.tiny:
         args.replicates, args.nights = 2, 33
@@ -623,6 +696,23 @@ def main() -> None:
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
+    peers_wall = time.perf_counter()
+    first = int(defaults["verdict_min_baseline"])
+    names = sorted({t.scenario for t in peer_targets()})
+    peers = cusum_peers(data, names, first)
+    if args.peers:
+        found, why = otava_peer(data, names, first)
+        peers.update(found)
+        record["otava"] = why or "ran"
+        if why:
+            print(f"\nOtava skipped: {why}")
+    else:
+        record["otava"] = "not asked (--peers)"
+    peer_results = {label: peer_rows(signs, args.nights, first) for label, signs in peers.items()}
+    print(f"\n### this rule (defaults) beside its peers, each tuned on {CALIBRATION}\n")
+    print("\n".join(peers_table(record["passes"][0]["targets"], peer_results)))
+    record["peers"] = {label: {"targets": rows} for label, rows in peer_results.items()}
+    record["peers_s"] = time.perf_counter() - peers_wall
     record["wall_s"] = time.perf_counter() - wall
     for number, done in enumerate(record["passes"]):
         for row in done["targets"]:

@@ -273,6 +273,13 @@ def check_verdicts(record: dict, out: str) -> None:
         assert [t["target"] for t in targets] == [t.label for t in bench.TARGETS]
         assert all(isinstance(t["met"], bool) for t in targets)
     assert "| target | bound | measured |" in out
+    # The numpy CUSUM peers ran beside the rule on every target they can be judged on; Otava
+    # only when asked (--peers: a venv of its own, never at this size).
+    peer_labels = {t.label for t in bench.peer_targets()}
+    assert record["peers"] and all(
+        {r["target"] for r in p["targets"]} == peer_labels for p in record["peers"].values()
+    )
+    assert record["otava"].startswith("not asked") and "margin (points)" in out
 
 
 def _no_redis_benchmark() -> str | None:

@@ -457,3 +457,36 @@ def test_every_config_error_names_the_field_to_fix(tmp_path, data, field):
     text = _error(path)
     named = re.search(r"field '([^']*)'", text)
     assert named and named.group(1) == field, text
+
+
+def test_rebaseline_command_writes_the_declaration_keeping_the_file(tmp_path):
+    """`yardstick rebaseline` appends an entry the file then loads, comments kept; a second
+    one goes into the same list; an unknown environment is refused with the file untouched."""
+    from typer.testing import CliRunner
+
+    from yardstick.app.cli import app
+
+    path = tmp_path / "envs.yaml"
+    path.write_text(
+        "# our servers\nenvironments:\n  - name: a  # the cache\n"
+        "    url: redis://127.0.0.1:6390/0\n    mode: scratch\n"
+    )
+    runner = CliRunner()
+    args = ["rebaseline", "--config", str(path), "--env", "a", "--figure", "pipeline_speedup"]
+    who = ["--by", "ops@example.com", "--why", "pipelining off by design", "--declared"]
+    first = runner.invoke(app, [*args, *who, "2026-02-14"])
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(app, [*args, "--subject", "set c1 3B", *who, "2026-02-15"])
+    assert second.exit_code == 0, second.output
+    text = path.read_text()
+    assert "# our servers" in text and "# the cache" in text and text.count("rebaseline:") == 1
+    entries = load_config(path).rebaseline
+    assert [(e.env, e.figure, e.subject, str(e.declared), e.by) for e in entries] == [
+        ("a", "pipeline_speedup", None, "2026-02-14", "ops@example.com"),
+        ("a", "pipeline_speedup", "set c1 3B", "2026-02-15", "ops@example.com"),
+    ]
+    again = runner.invoke(app, [*args, *who, "2026-02-14"])
+    assert again.exit_code == 2 and "already declared" in again.output
+    wrong = runner.invoke(app, [*args[:4], "b", *args[5:], *who, "2026-02-16"])
+    assert wrong.exit_code == 2 and "names no environment ('b')" in wrong.output, wrong.output
+    assert str(path) in wrong.output and path.read_text() == text

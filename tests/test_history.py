@@ -167,6 +167,12 @@ def history(tmp_path_factory) -> tuple[Path, dict[str, list[str]]]:
                 within(1e5 if day < 19 else 0.6e5, 0.02, rng),
                 version=version,
             )
+        # σ = 2 % noise (a fixed cycle), then from night 30 a level 4 % lower, night after
+        # night: 2 σ a run, which three runs together never show at alpha (the several-run
+        # test), but which the scan, over more runs since the step, calls.
+        cycle = (1.0, -1.0, 0.5, -0.5, 1.5, -1.5, 0.0)
+        for day in range(40):
+            land("slow-step", day, 9.6 if day >= 30 else 10.0 * (1 + 0.02 * cycle[day % 7]), 1e5)
         # Their own draws (the stories above keep theirs): σ = 10 % (no number of runs shows
         # 5 %), and σ = 1 % with a 5 % step on night 30 that stands, or returns on night 50.
         own = random.Random(41)
@@ -233,6 +239,31 @@ def test_a_5_percent_step_in_2_percent_noise_is_a_regression_by_the_third_night(
     assert [r[0] for r in said] == [True] + [False] * (len(said) - 1)
     assert first == (len(said) == 1)
     assert f"since {started:%Y-%m-%d}" in evidence and "p = " in evidence
+
+
+def test_a_step_the_several_run_test_misses_is_called_by_the_scan(con, history):
+    """2 σ a run: three runs together are no change at alpha, yet the scan, over more runs since
+    the step, calls it, the first test to, saying so and since the step's night."""
+    rows = con.execute(
+        "select verdict, verdict_test, change_since, scan_score from figure_trends"
+        " where env = 'slow-step' and figure = ? and subject = ? order by started_at",
+        list(SPEEDUP),
+    ).fetchall()
+    said = [night for night, r in enumerate(rows) if r[0] in ALARMS]
+    assert said and min(said) >= 31 and said == list(range(min(said), len(rows))), rows[28:]
+    first = rows[min(said)]
+    h = project_vars()["verdict_scan_threshold"]
+    assert first[:2] == ("regression", "scan") and first[3] >= h, rows[28:]
+    step_night = START + timedelta(days=30)
+    assert first[2] == step_night  # the window's runs since the step, not the night it was said
+    assert all(r[1] == "scan" and r[2] == step_night for r in rows[min(said) :]), rows[30:]
+    evidence, standing = con.execute(
+        "select evidence, standing from report_changes where env = 'slow-step' and figure = ?"
+        " and subject = ?",
+        list(SPEEDUP),
+    ).fetchone()
+    said_by = f"scan since {step_night:%Y-%m-%d}: -" if not standing else "(said by the scan test)"
+    assert said_by in evidence, evidence
 
 
 def test_noise_raises_no_alarm_and_says_when_it_hides_5_percent(con):
@@ -312,7 +343,7 @@ def test_a_standing_regression_stays_reported_against_its_own_reference(con, his
         " and r.subject = ?",
         list(SPEEDUP),
     ).fetchone()
-    assert evidence.startswith(f"standing since {night_30:%Y-%m-%d}: -") and counts >= 1
+    assert evidence.startswith(f"standing since {night_30:%Y-%m-%d} (said by the ") and counts >= 1
 
 
 def test_a_series_declared_the_new_normal_is_judged_again_from_it(con, history):
@@ -348,13 +379,14 @@ def test_a_standing_change_followed_night_by_night_equals_one_build(history, tmp
 
     root, runs = history
     stepped = tmp_path / "stepped.duckdb"
-    for night in (29, 31, 32, 45, 50, 51, 60):
+    for night in (29, 31, 32, 33, 34, 45, 50, 51, 60):
         warehouse.update(Lake.at(root / "lake"), stepped, until_run_id=runs["standing"][night])
     assert warehouse.update(Lake.at(root / "lake"), stepped).mode == "incremental"
     query = (
         "select env, run_id, figure, subject, verdict, test_verdict, change_since, first_night,"
-        " standing, reference_median, p_value, hold_reference from figure_trends"
-        " where env in ('standing', 'returned', 'rebased', 'step5') order by all"
+        " standing, reference_median, p_value, hold_reference, verdict_test, scan_score,"
+        " hold_test from figure_trends"
+        " where env in ('standing', 'returned', 'rebased', 'step5', 'slow-step') order by all"
     )
     with open_warehouse(root / "w.duckdb") as whole, open_warehouse(stepped) as nightly:
         want, got = whole.execute(query).fetchall(), nightly.execute(query).fetchall()
@@ -447,6 +479,16 @@ def test_changes_exits_non_zero_on_a_regression_and_reports_lead_with_it(history
     first_screen = "\n".join((tmp_path / "step.md").read_text().splitlines()[:12])
     assert "regression" in first_screen and "pipeline_speedup" in first_screen
     assert "charts/step-trend-pipeline_speedup" in first_screen
+    # Which test said each change, in the report's row and in `changes`' evidence.
+    assert "several-run test: " in first_screen
+    slow = runner.invoke(
+        app, ["changes", "--env", "slow-step", "--warehouse", str(root / "w.duckdb")]
+    )
+    assert "regression" in slow.output, slow.output
+    assert "scan since" in slow.output or "said by the scan test" in slow.output, slow.output
+    render_reports(root / "w.duckdb", tmp_path)
+    slow_screen = "\n".join((tmp_path / "slow-step.md").read_text().splitlines()[:12])
+    assert "scan since" in slow_screen or "said by the scan test" in slow_screen, slow_screen
     index = "\n".join((tmp_path / "index.md").read_text().splitlines()[:25])
     assert "regression" in index and "pipeline_speedup" in index and "crashed" in index
     comparison = (tmp_path / "comparison.md").read_text()
@@ -600,6 +642,8 @@ def test_a_regression_is_announced_as_a_prefect_event(history, prefect_server):
     moved = {(f["figure"], f["verdict"]): f for f in event.payload["moved"]}
     speedup = moved[("pipeline_speedup", "regression")]
     assert -30 < speedup["change_pct"] < -10 and speedup["noise_band_pct"] > 0
+    # The test that said it, in the payload and first in its sentence.
+    assert speedup["test"] == "several-run" and speedup["evidence"].startswith("several-run test")
     assert event.payload["regressions"] == 1
     # The README's automation would fire on it.
     import fnmatch

@@ -928,6 +928,46 @@ def _check_lake(lake: Lake) -> None:
         fail(f"{lake}: no lake here (run `yardstick run` first)")
 
 
+@app.command()
+def rebaseline(
+    config: Annotated[
+        Path, typer.Option("--config", metavar="FILE", help="The environments file to write to.")
+    ],
+    env: Annotated[str, typer.Option("--env", help="The environment of the series.")],
+    figure: Annotated[str, typer.Option("--figure", help="The figure (pipeline_speedup, …).")],
+    by: Annotated[str, typer.Option("--by", help="Who declares it (kept in the lake).")],
+    why: Annotated[str, typer.Option("--why", help="Why this is the new normal.")],
+    subject: Annotated[
+        str | None, typer.Option("--subject", help="One subject; left out: every subject.")
+    ] = None,
+    declared: Annotated[
+        str | None, typer.Option("--declared", metavar="YYYY-MM-DD", help="Default: today.")
+    ] = None,
+) -> None:
+    """Declare a series the new normal: its standing change is no longer reported, and it is
+    judged again from the next run on (written to the file's `rebaseline:` list)."""
+    from pydantic import ValidationError
+
+    from yardstick.settings.config import Rebaseline
+    from yardstick.settings.rebaseline import declare
+
+    try:
+        day = date.fromisoformat(declared) if declared else date.today()
+        entry = Rebaseline(env=env, figure=figure, subject=subject, declared=day, by=by, why=why)
+    except (ValueError, ValidationError) as exc:
+        fail(f"rebaseline: {_first_line(exc)}")
+    try:
+        declare(config, entry)
+    except ConfigError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{config}: cannot write ({exc.strerror})")
+    what = f"{env} {figure}" + (f" [{subject}]" if subject else "")
+    console.print(
+        f"{what}: the new normal from the next run that lands it (by {by}, {day}); in {config}"
+    )
+
+
 def _open_warehouse(warehouse: Path, ctx: typer.Context):
     """The warehouse, read-only, or a one-line error."""
     from yardstick.storage.reading import connect_read_only

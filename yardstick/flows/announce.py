@@ -52,7 +52,7 @@ def verdict_events(warehouse_path: str, run_id: str | None = None) -> list[dict]
                 "select figure, subject, verdict, nature, unit, value, baseline_median,"
                 " change_share, noise_share, first_night, standing, recent_n, reference_n,"
                 " noise_sigma_share, change_score, p_value, single_p_value, change_since,"
-                " evidence from report_changes"
+                " evidence, verdict_test from report_changes"
                 " where env = ? and run_id = ? and verdict in"
                 " ('regression', 'improvement', 'changed', 'unconfirmed')",
                 [summary["env"], summary["run_id"]],
@@ -92,10 +92,12 @@ def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
             "p_value": single_p if verdict == "unconfirmed" else p_value,
             "since": since.isoformat() if since is not None else None,
             "evidence": evidence,
+            "test": test,  # 'several-run' or 'scan': the test that said the change
         }
         for (
             figure, subject, verdict, nature, unit, value, baseline, share, band, first,
             standing, recent_n, reference_n, sigma, score, p_value, single_p, since, evidence,
+            test,
         ) in moved
     ]  # fmt: skip
     return {

@@ -30,6 +30,7 @@ select
     t.environment_changed, t.redis_version, t.profile, t.series, t.series_started,
     t.previous_profile, t.direction, t.verdict, t.first_night,
     t.standing,  /* said before tonight and still there, against the reference before it */
+    t.verdict_test,  /* 'several-run' or 'scan': the test that said the change */
     /* the evidence: the recent level, the runs it rests on, the reference, the noise, the
        test's score and p-value, the smallest visible change, the night the change began */
     t.recent_value, t.recent_n, t.reference_median, t.reference_n, t.noise_sigma,

@@ -22,7 +22,14 @@
      (a quiet series needs 3, a noisier one waits for more), each at alpha / 2 when they
      differ; a regression or improvement when one is met: p-value at most its level, resting
      on 2 runs or more, a change of at least min_alarm_share;
-   - 'unconfirmed': that test is not met, but this run alone is (against the 30 before it);
+   - beside it, a scan over the runs since a change may have begun: for m = 2 to scan_runs,
+     the mean of the last m runs (each clipped at scan_clip σ) against the median of the 30
+     comparable runs before those scan_runs (none of them in its own reference), in standard
+     errors σ √(1/m + π/2n); a change when its largest score reaches scan_threshold (a
+     calibrated threshold, not a p-value: bench/verdicts.py), a change of min_alarm_share, a
+     reference of min_baseline runs. Its window is bounded, so the tail state recomputes it;
+     verdict_test says which test said the change;
+   - 'unconfirmed': neither test is met, but this run alone is (against the 30 before it);
    - 'noisy': nothing moved, but the smallest change the test could reveal in this series
      with max_recent_runs runs (visible_change_share) is above min_change_share: a change of
      that size would go unseen. */
@@ -34,11 +41,20 @@
 {% set outlier_sigmas = var('verdict_outlier_sigmas') %}
 {% set min_alarm = var('verdict_min_alarm_share') %}
 {% set min_change = var('verdict_min_change_share') %}
+{% set scan_runs = var('verdict_scan_runs') %}
+{% set scan_h = var('verdict_scan_threshold') %}
+{% set scan_clip = var('verdict_scan_clip') %}
 {% if k < 2 or k_max < k or min_baseline < k + 3 %}
     {{ exceptions.raise_compiler_error(
         "dbt vars verdict_recent_runs " ~ k ~ ", verdict_max_recent_runs " ~ k_max
         ~ " and verdict_min_baseline " ~ min_baseline ~ ": the test needs 2 recent runs or more,"
         ~ " at most verdict_max_recent_runs, and a baseline of at least verdict_recent_runs + 3 runs") }}
+{% endif %}
+{% if scan_runs < 2 or scan_h <= 0 or scan_clip <= 0 %}
+    {{ exceptions.raise_compiler_error(
+        "dbt vars verdict_scan_runs " ~ scan_runs ~ ", verdict_scan_threshold " ~ scan_h
+        ~ " and verdict_scan_clip " ~ scan_clip ~ ": the scan needs 2 runs or more,"
+        ~ " a positive threshold and a positive clip") }}
 {% endif %}
 {% set z_crit = z_critical(alpha) %}
 
@@ -90,7 +106,7 @@ prior as (
         t.profile, t.series, t.baseline_key, t.test_verdict as prior_verdict,
         t.test_change_since as prior_change_since, t.saturated,
         t.hold_verdict, t.hold_since, t.hold_reference, t.hold_sigma, t.hold_n, t.hold_sign,
-        t.hold_said_at,
+        t.hold_said_at, t.hold_test,
     from {{ prior }} as t
     semi join (select distinct env, figure, subject from batch_points) as c
         on c.env = t.env and c.figure = t.figure and c.subject = t.subject
@@ -104,6 +120,7 @@ prior as (
         null::varchar as hold_verdict, null::timestamptz as hold_since,
         null::double as hold_reference, null::double as hold_sigma, null::bigint as hold_n,
         null::double as hold_sign, null::timestamptz as hold_said_at,
+        null::varchar as hold_test,
     where false
     {% endif %}
 ),
@@ -112,7 +129,8 @@ points as (
     select * from batch_points
     union all by name
     select * exclude (
-        hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at
+        hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at,
+        hold_test
     ),
         true as is_prior,
     from prior
@@ -138,6 +156,13 @@ windows as (
         mad(baseline_value) over reference as reference_mad,
         stddev_samp(baseline_value) over reference as reference_sd,
         count(baseline_value) over reference as reference_n,
+        /* The scan's reference: the 30 comparable runs before its whole window (none of
+           the runs it scans is in it), and its window, oldest first. */
+        median(baseline_value) over scan_reference as scan_reference_median,
+        mad(baseline_value) over scan_reference as scan_reference_mad,
+        stddev_samp(baseline_value) over scan_reference as scan_reference_sd,
+        count(baseline_value) over scan_reference as scan_reference_n,
+        list({ 'v': judged_value, 'at': started_at }) over scan_window as scan_window_runs,
         /* The last runs (this one and up to k_max - 1 before it), oldest first. */
         list({ 'v': judged_value, 'at': started_at }) over recent as recent_runs,
         lag(judged_value) over comparable as previous_value,
@@ -160,6 +185,14 @@ windows as (
         recent as (
             partition by env, figure, subject, series, baseline_key order by started_at, run_id
             rows between {{ k_max - 1 }} preceding and current row
+        ),
+        scan_reference as (
+            partition by env, figure, subject, series, baseline_key order by started_at, run_id
+            rows between {{ 29 + scan_runs }} preceding and {{ scan_runs }} preceding
+        ),
+        scan_window as (
+            partition by env, figure, subject, series, baseline_key order by started_at, run_id
+            rows between {{ scan_runs - 1 }} preceding and current row
         ),
         comparable as (
             partition by env, figure, subject, series, baseline_key order by started_at, run_id
@@ -331,14 +364,108 @@ significant as (
     from tested_p
 ),
 
-chosen as (
-    /* The evidence of the test that was met (the short one first), else of the long one. */
+scan_noise as (
+    /* The scan's noise σ: of its own reference, capped as the test's is. */
     select
         *,
-        {% for col in ['k', 'n', 'value', 'since', 'share', 'score', 'p'] %}
-        case when met_short then {{ col }}_short else {{ col }}_long end as chosen_{{ col }},
-        {% endfor %}
+        case
+            when scan_reference_mad > 0 then least(scan_reference_sd, 1.5 * 1.4826 * scan_reference_mad)
+            else scan_reference_sd
+        end as scan_sigma,
     from significant
+),
+
+scan_scored as (
+    /* Each run of the scan's window in σ from the reference median, clipped at ±scan_clip:
+       a heavy-tailed run weighs no more than that, the robust part the several-run test
+       gets from leaving outliers out. */
+    select
+        *,
+        list_transform(scan_window_runs, lambda r: greatest(least(
+            (r.v - scan_reference_median) / nullif(scan_sigma, 0), {{ scan_clip }}), -{{ scan_clip }}))
+            as scan_z,
+    from scan_noise
+),
+
+scan_sums as (
+    /* The scan: for each m from 2 to the window, the mean z of the last m runs in standard
+       errors of its difference from the reference median, √(1/m + π/2n) (the median's error
+       is shared by every run summed, so it is counted once, not m times). Position i is
+       m = i + 1. */
+    select
+        *,
+        list_transform(range(2, len(scan_z) + 1), lambda m: list_sum(scan_z[-m:]) / m
+            / sqrt(1 / m + pi() / (2 * scan_reference_n))) as scan_scores,
+    from scan_scored
+),
+
+scan_sided as (
+    /* Tonight's scan: the largest score either way; its m is how many runs the change rests
+       on (it began m runs ago). */
+    select
+        *,
+        case when -list_min(scan_scores) >= list_max(scan_scores) then -1 else 1 end as scan_sign,
+        greatest(-list_min(scan_scores), list_max(scan_scores)) as scan_score,
+        1 + case
+            when -list_min(scan_scores) >= list_max(scan_scores)
+                then list_position(scan_scores, list_min(scan_scores))
+            else list_position(scan_scores, list_max(scan_scores))
+        end as scan_k,
+    from scan_sums
+),
+
+scan_level as (
+    select
+        *,
+        scan_k as scan_n,
+        list_avg(list_transform(scan_window_runs[-scan_k:], lambda r: r.v)) as scan_value,
+        scan_window_runs[-scan_k].at as scan_since,
+        null::double as scan_p,  /* no p-value: its threshold is calibrated (bench/verdicts.py) */
+    from scan_sided
+),
+
+scan_tested as (
+    select
+        *,
+        (scan_value - scan_reference_median) / nullif(abs(scan_reference_median), 0) as scan_share,
+    from scan_level
+),
+
+scan_met as (
+    /* The scan is met at scan_threshold, a change of min_alarm_share, and a reference of
+       min_baseline runs before its window (before: the several-run test alone). */
+    select
+        *,
+        coalesce(
+            scan_reference_n >= {{ min_baseline }} and scan_sigma > 0 and scan_score >= {{ scan_h }}
+            and scan_k >= 2 and abs(scan_share) >= {{ min_alarm }} and sign(scan_share) = scan_sign,
+            false
+        ) as met_scan,
+    from scan_tested
+),
+
+chosen as (
+    /* The evidence of the test that was met (the several-run test first, short then long,
+       then the scan), else of the long one; and what it was judged against. */
+    select
+        *,
+        case
+            when met_short or met_long then 'several-run' when met_scan then 'scan'
+        end as fired_test,
+        {% for col in ['k', 'n', 'value', 'since', 'share', 'score', 'p'] %}
+        case
+            when met_short then {{ col }}_short
+            when not met_long and met_scan then scan_{{ col }}
+            else {{ col }}_long
+        end as chosen_{{ col }},
+        {% endfor %}
+        {% for col, scan_col in [('reference_median', 'scan_reference_median'),
+            ('noise_sigma', 'scan_sigma'), ('reference_n', 'scan_reference_n')] %}
+        case
+            when not (met_short or met_long) and met_scan then {{ scan_col }} else {{ col }}
+        end as test_{{ col }},
+        {% endfor %}
+    from scan_met
 ),
 
 scored as (
@@ -384,7 +511,8 @@ measured as (
 decided as (
     select
         *,
-        coalesce(baseline_n >= {{ min_baseline }} and (met_short or met_long), false) as confirmed,
+        coalesce(baseline_n >= {{ min_baseline }} and (met_short or met_long or met_scan), false)
+            as confirmed,
         coalesce(
             baseline_n >= {{ min_baseline }}
             and single_p_value <= {{ alpha }}
@@ -399,8 +527,9 @@ directed as (
         *,
         /* What the verdict speaks of: the recent level when the test is met, else this run. */
         case when confirmed then recent_change_share else single_change_share end as change_share,
-        case when confirmed then recent_value - reference_median else judged_value - baseline_median end
-            as moved_by,
+        case
+            when confirmed then recent_value - test_reference_median else judged_value - baseline_median
+        end as moved_by,
     from decided
 ),
 
@@ -484,16 +613,18 @@ starts as (
        the reference taking in the changed runs night after night never fades it. */
     select
         {{ keys | join(', ') }}, started_at as start_at, run_id as start_run,
-        verdict as hold_verdict, change_since as hold_since, reference_median as hold_reference,
-        noise_sigma as hold_sigma, reference_n as hold_n,
-        sign(recent_value - reference_median) as hold_sign, started_at as hold_said_at,
+        verdict as hold_verdict, change_since as hold_since, test_reference_median as hold_reference,
+        test_noise_sigma as hold_sigma, test_reference_n as hold_n,
+        sign(recent_value - test_reference_median) as hold_sign, started_at as hold_said_at,
+        fired_test as hold_test,
     from dated
-    where first_night and not is_prior and reference_n >= 3 and noise_sigma is not null
+    where first_night and not is_prior and test_reference_n >= 3 and test_noise_sigma is not null
     union all by name
     /* A change still standing at the series' last point before this batch: followed on. */
     select
         {{ keys | join(', ') }}, started_at as start_at, run_id as start_run,
         hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at,
+        hold_test,
     from (
         select * from prior
         qualify row_number() over (
@@ -596,7 +727,7 @@ covered as (
     /* The change each point stands in (the latest one begun before it and not over). */
     select
         p.env, p.figure, p.subject, p.run_id, a.start_run, a.hold_verdict, a.hold_since,
-        a.hold_reference, a.hold_sigma, a.hold_n, a.hold_sign, a.hold_said_at,
+        a.hold_reference, a.hold_sigma, a.hold_n, a.hold_sign, a.hold_said_at, a.hold_test,
         h.held_value, h.held_k, h.held_n, h.held_share, h.held_score, h.held_p,
     from dated as p
     inner join accepted as a
@@ -616,7 +747,7 @@ overlaid as (
     select
         d.* rename (verdict as test_verdict, change_since as test_change_since),
         c.start_run, c.hold_verdict, c.hold_since, c.hold_reference, c.hold_sigma, c.hold_n,
-        c.hold_sign, c.hold_said_at, c.held_value, c.held_k, c.held_n, c.held_share, c.held_score, c.held_p,
+        c.hold_sign, c.hold_said_at, c.hold_test, c.held_value, c.held_k, c.held_n, c.held_share, c.held_score, c.held_p,
         /* A change said before tonight and still there (tonight's test alone may be quiet:
            its reference has taken in the changed runs), flagged nights excepted. */
         c.start_run is not null and c.start_run <> d.run_id and c.held_value is not null
@@ -642,12 +773,18 @@ final as (
         case when held_over then held_value else recent_value end as recent_value,
         case when held_over then held_k else recent_k end as recent_k,
         case when held_over then held_n else recent_n end as recent_n,
-        case when held_over then hold_reference else reference_median end as reference_median,
-        case when held_over then hold_n else reference_n end as reference_n,
-        case when held_over then hold_sigma else noise_sigma end as noise_sigma,
+        case when held_over then hold_reference else test_reference_median end as reference_median,
+        case when held_over then hold_n else test_reference_n end as reference_n,
+        case when held_over then hold_sigma else test_noise_sigma end as noise_sigma,
+        case when held_over then hold_sigma else test_noise_sigma end
+            / nullif(abs(case when held_over then hold_reference else test_reference_median end), 0)
+            as noise_sigma_share,
+        /* Which test says the change: the several-run test or the scan tonight; on a night
+           only the standing change says it, the test that first said it. */
         case
-            when held_over then hold_sigma / nullif(abs(hold_reference), 0) else noise_sigma_share
-        end as noise_sigma_share,
+            when held_over then hold_test
+            when test_verdict in {{ alarms }} then fired_test
+        end as verdict_test,
         case when held_over then held_score else change_score end as change_score,
         case when held_over then held_p else p_value end as p_value,
         case when held_over then held_share else change_share end as change_share,
@@ -674,9 +811,11 @@ select
     recent_value, recent_k, recent_n, reference_median, reference_n, noise_sigma, noise_sigma_share,
     change_score, p_value, single_p_value, visible_change_share, change_since,
     direction, verdict, first_night,
+    verdict_test,  /* 'several-run' or 'scan': the test that said the change (first) */
+    scan_score,  /* tonight's scan (the larger way), in standard errors; met at verdict_scan_threshold */
     /* the several-run test's own verdict and night, before a standing change is followed */
     test_verdict, test_change_since, standing,
     /* the standing change followed (what the next batch needs to follow it on) */
-    hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at,
+    hold_verdict, hold_since, hold_reference, hold_sigma, hold_n, hold_sign, hold_said_at, hold_test,
 from final
 order by started_at, run_id, env, figure, subject
