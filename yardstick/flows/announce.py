@@ -61,10 +61,54 @@ def verdict_events(warehouse_path: str, run_id: str | None = None) -> list[dict]
                 "select run_id, why from crashed_runs where env = ? order by run_id",
                 [summary["env"]],
             ).fetchall()
-            events.append(_event(summary, moved, crashed))
+            event = _event(summary, moved, crashed)
+            event["payload"].update(_topology_payload(con, summary["env"], summary["run_id"]))
+            events.append(event)
         return events
     finally:
         con.close()
+
+
+def _topology_payload(con, env: str, run_id: str) -> dict:
+    """What changed in the environment's servers and which replicas lag beyond its
+    thresholds (empty for an environment of one server)."""
+    lagging = con.execute(
+        "select address, primary_address, lag_bytes, lag_s, lag_max_bytes, lag_max_s"
+        " from report_topology_nodes where env = ? and run_id = ? and lagging order by address",
+        [env, run_id],
+    ).fetchall()
+    change = con.execute(
+        "select topology_change from report_topology_change where env = ? and run_id = ?",
+        [env, run_id],
+    ).fetchone()
+    return {
+        "replicas_lagging": [
+            {
+                "replica": address,
+                "primary": primary,
+                "lag_bytes": lag_bytes,
+                "lag_s": lag_s,
+                "lag_max_bytes": max_bytes,
+                "lag_max_s": max_s,
+            }
+            for address, primary, lag_bytes, lag_s, max_bytes, max_s in lagging
+        ],
+        "topology_change": change[0] if change else None,
+    }
+
+
+def lag_event(spec: dict) -> dict | None:
+    """A `yardstick.replica-lag` event beside an environment's verdict event when some of its
+    replicas lag beyond its thresholds (an automation can page on it alone)."""
+    lagging = spec["payload"].get("replicas_lagging")
+    if not lagging:
+        return None
+    return {
+        "event": "yardstick.replica-lag",
+        "resource": spec["resource"],
+        "related": spec["related"],
+        "payload": {"env": spec["payload"]["env"], "replicas_lagging": lagging},
+    }
 
 
 def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
@@ -178,6 +222,10 @@ def announce_verdicts(
         return emitted
     for spec in specs:
         emit_event(**spec)
+        lagging = lag_event(spec)
+        if lagging is not None:
+            emit_event(**lagging)
+            emitted.append(lagging["event"])
         payload = spec["payload"]
         logger.info(
             "%s: %s (%d regressions, %d of %d figures judged)",

@@ -299,6 +299,7 @@ def render_reports(
                 for f in m["by_subject"].values()
             ]
             context["headline"] = headline_rows(pooled, headline, across="servers")
+    servers_shown = shaped_environments(configured)
     written: dict[str, Path] = {}
     template = jinja.get_template("environment.md.j2")
     sections = section_templates(jinja)
@@ -314,11 +315,34 @@ def render_reports(
     _write(
         out / "index.md",
         jinja.get_template("index.md.j2").render(
-            environments=configured, sites=sites or [], catalog=catalog, rebuild=rebuild
+            environments=configured,
+            sites=sites or [],
+            catalog=catalog,
+            rebuild=rebuild,
+            servers_shown=servers_shown,
         ),
     )
-    _write(out / "comparison.md", jinja.get_template("comparison.md.j2").render(**comparison))
+    _write(
+        out / "comparison.md",
+        jinja.get_template("comparison.md.j2").render(**comparison, servers_shown=servers_shown),
+    )
     return written
+
+
+def shaped_environments(configured: list[dict]) -> list[dict]:
+    """The configured environments made of several servers, with their servers' rows (the
+    index and the comparison list each one's members: role, health, lag)."""
+    return [
+        {
+            "env": c["run"]["env"],
+            **{
+                name: c["tables"].get(name, [])
+                for name in ("topology", "topology_nodes", "topology_change")
+            },
+        }
+        for c in configured
+        if len(c["tables"].get("topology_nodes", [])) > 1
+    ]
 
 
 def last_rebuild(con: duckdb.DuckDBPyConnection) -> dict | None:
