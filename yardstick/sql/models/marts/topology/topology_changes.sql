@@ -53,7 +53,7 @@ compared as (
         b.env,
         coalesce(a.address, w.address) as address,
         coalesce(a.member, w.member) as member,
-        a.role as role,
+        a.role,
         w.role as previous_role,
         coalesce(a.migrating_slots, 0) as migrating_slots,
         coalesce(a.importing_slots, 0) as importing_slots,
@@ -97,7 +97,6 @@ environment_sentences as (
                     case when importing_slots > 0 then 'importing ' || importing_slots end
                 ), ', ' order by address
             ) filter (where moving) || '.'
-        
         ) as sentences,
     from facts
     group by run_id, env
@@ -120,7 +119,6 @@ member_sentences as (
                     case when importing_slots > 0 then importing_slots || ' importing' end
                 ) || '.'
             end
-        
         ) as sentences,
     from facts
     where member is not null and member <> env and role is not null
