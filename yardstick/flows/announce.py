@@ -72,27 +72,21 @@ def verdict_events(warehouse_path: str, run_id: str | None = None) -> list[dict]
 def _topology_payload(con, env: str, run_id: str) -> dict:
     """What changed in the environment's servers and which replicas lag beyond its
     thresholds (empty for an environment of one server)."""
-    lagging = con.execute(
-        "select address, primary_address, lag_bytes, lag_s, lag_max_bytes, lag_max_s"
-        " from report_topology_nodes where env = ? and run_id = ? and lagging order by address",
+    cursor = con.execute(
+        "select address as replica, primary_address as primary, lag_bytes, lag_s,"
+        " lag_max_bytes, lag_max_s from report_topology_nodes"
+        " where env = ? and run_id = ? and lagging order by address",
         [env, run_id],
-    ).fetchall()
+    )
+    names = [d[0] for d in cursor.description]
+    lagging = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     change = con.execute(
         "select topology_change from report_topology_change where env = ? and run_id = ?",
         [env, run_id],
     ).fetchone()
     return {
-        "replicas_lagging": [
-            {
-                "replica": address,
-                "primary": primary,
-                "lag_bytes": lag_bytes,
-                "lag_s": lag_s,
-                "lag_max_bytes": max_bytes,
-                "lag_max_s": max_s,
-            }
-            for address, primary, lag_bytes, lag_s, max_bytes, max_s in lagging
-        ],
+        # replica, primary, lag_bytes, lag_s and the thresholds, as the columns name them.
+        "replicas_lagging": lagging,
         "topology_change": change[0] if change else None,
     }
 
