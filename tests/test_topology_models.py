@@ -476,3 +476,32 @@ def test_a_primary_whose_counter_window_is_not_the_others_is_left_out_of_the_bal
     report = (tmp_path / "out" / "shop.md").read_text()
     assert "Left out of the commands/s and CPU balance" in report
     assert "| ops | 127.0.0.1:7103 | 172,800 s | 86,400 s |" in report, report
+
+
+def test_a_member_lost_during_the_run_is_not_online_at_its_end(tmp_path):
+    """7106 answered the topology read (online) and stopped answering before its round trip:
+    its health at the end of the run is unreachable, it counts as down, and the report names
+    the family it was lost at."""
+    rng = random.Random(5)
+    run_id = _cluster_night(tmp_path / "lake", 0, rng)
+    lost = lakes.new_run(tmp_path / "lake", member("127.0.0.1:7106"), FIRST, run_id)
+    lakes.steps(
+        lost,
+        {"slowlog": None},
+        status="skipped",
+        reason="not attempted: server unreachable (ConnectionError: Connection refused)",
+    )
+    path = warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb")
+    nodes = {
+        r["address"]: r
+        for r in _query(path, "select * from report_topology_nodes where env = 'shop'")
+    }
+    assert nodes["127.0.0.1:7106"]["health"] == "online"
+    assert nodes["127.0.0.1:7106"]["health_at_end"] == "unreachable"
+    assert nodes["127.0.0.1:7106"]["is_down"] and not nodes["127.0.0.1:7105"]["is_down"]
+    (shape,) = _query(path, "select * from report_topology where env = 'shop'")
+    assert shape["nodes_down"] == 1
+    assert "127.0.0.1:7106 (unreachable, lost during slowlog)" in shape["nodes_down_named"]
+    render_reports(path, tmp_path / "out")
+    report = (tmp_path / "out" / "shop.md").read_text()
+    assert "**unreachable** (lost during slowlog)" in report

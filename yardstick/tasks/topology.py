@@ -8,11 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import pyarrow as pa
+import redis
 
 from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment
 from yardstick.access.info import parse_info
-from yardstick.access.topology import Node, Shape, at, units_of
+from yardstick.access.topology import Node, Shape, at, own_slot_moves, units_of
 from yardstick.tasks.base import UTC_TS, Family, Measured, Skipped, utc_now
 
 # A node that does not answer INFO within this is recorded as such; the others are read.
@@ -123,18 +124,17 @@ def read_replication(env: Environment, node: Node) -> tuple[dict[str, str], date
     return {**parse_info(text).get("replication", {}), **own}, sampled_at, None
 
 
-def _own_slot_moves(client) -> dict[str, str]:
-    """The slots this cluster node is migrating and importing, from its own line."""
-    from yardstick.access.topology import _text, parse_cluster_nodes
-
+def _own_slot_moves(client: redis.Redis) -> dict[str, str]:
+    """The slots this cluster node is migrating and importing, read on it (as INFO-like
+    fields); {} where it cannot say, and the configured node's view stands in."""
     try:
-        nodes = parse_cluster_nodes(_text(client.execute_command("CLUSTER", "NODES")))
-    except Exception:  # noqa: BLE001 - the configured node's view stands in
+        text = client.execute_command("CLUSTER", "NODES")
+    except redis.RedisError:
         return {}
-    me = next((n for n in nodes if "myself" in n.flags.split(",")), None)
-    if me is None:
+    moves = own_slot_moves(text.decode() if isinstance(text, bytes) else str(text))
+    if moves is None:
         return {}
-    return {"own_migrating": str(me.migrating_slots), "own_importing": str(me.importing_slots)}
+    return {"own_migrating": str(moves[0]), "own_importing": str(moves[1])}
 
 
 def _primary_view(primary_info: dict[str, str], node: Node) -> dict[str, str]:
