@@ -19,7 +19,7 @@ from topologies import client, running, start_cluster, start_replicated, wait_un
 
 from yardstick.access.environment import Environment
 from yardstick.access.topology import Node, discover, member_name
-from yardstick.flows.announce import lag_event, verdict_events
+from yardstick.flows.announce import lag_event, message, verdict_events
 from yardstick.reports.render import render_reports
 from yardstick.storage import delta, warehouse
 from yardstick.storage.lakefs import Lake
@@ -130,6 +130,8 @@ def test_a_frozen_replicas_lag_is_flagged(newest_binary, tmp_path):
     assert [r["replica"] for r in lagging["payload"]["replicas_lagging"]] == [
         f"127.0.0.1:{replica}"
     ]
+    _subject, body = message(event["payload"])
+    assert f"- replica 127.0.0.1:{replica} lagging: " in body
 
 
 def _node_ids(port: int) -> dict[int, str]:

@@ -181,6 +181,13 @@ def message(payload: dict) -> tuple[str, str]:
             + (f": {f['evidence']}" if f.get("evidence") else "")
         )
     lines += [f"- crashed run {c['run_id']}: {c['why']}" for c in payload["crashed_runs"]]
+    if payload.get("topology_change"):
+        lines.append(f"- the servers changed: {payload['topology_change']}")
+    lines += [
+        f"- replica {r['replica']} lagging: {r['lag_bytes']} bytes, {r['lag_s']} s behind"
+        f" {r['primary']} (thresholds {r['lag_max_bytes']} bytes, {r['lag_max_s']} s)"
+        for r in payload.get("replicas_lagging") or []
+    ]
     return subject, "\n".join(lines)
 
 
