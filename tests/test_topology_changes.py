@@ -237,4 +237,4 @@ def test_a_cluster_failover_and_a_resharding_are_environment_changes(newest_bina
     render_reports(path, tmp_path / "out")
     report = (tmp_path / "out" / "shop.md").read_text()
     first_screen = report.split("## The environment, before the numbers")[0]
-    assert "The servers changed since the previous run" in first_screen
+    assert "What changed in the servers:** Failover since the previous run" in first_screen
