@@ -240,6 +240,9 @@ def test_both_guarded_connection_classes_refuse_at_packing(connection_class):
         ("AUTH", "pw"),
         ("HELLO", "2"),
         (memoryview(b"DBSIZE"),),
+        ("MODULE", "LIST"),  # module key types recognised
+        ("GRAPH.MEMORY", "USAGE", "g"),  # a graph's size: MEMORY USAGE leaves it out
+        ("graph.memory", "usage", "g", "SAMPLES", "100"),
     ],
 )
 def test_allow_list_accepts_reads(args):
@@ -268,6 +271,12 @@ def test_allow_list_accepts_reads(args):
         ("SUBSCRIBE", "x"),
         ("CLIENT", "MAINT_NOTIFICATIONS", "ON"),
         ("GET", "k"),  # values are never read on read-only environments
+        ("MODULE", "LOAD", "/tmp/x.so"),
+        ("MODULE", "UNLOAD", "graph"),
+        ("GRAPH.MEMORY",),
+        ("GRAPH.QUERY", "g", "CREATE ()"),
+        ("GRAPH.RO_QUERY", "g", "MATCH (n) RETURN n"),  # reads values: never
+        ("GRAPH.DELETE", "g"),
     ],
 )
 def test_allow_list_refuses_everything_else(args):

@@ -97,16 +97,37 @@ def _scan(run: lakes.Run, dbsize: int, used_memory: int) -> None:
     )
 
 
-def _cluster_night(lake_dir: Path, night: int, rng: random.Random) -> str:
+LOST = "not attempted: server unreachable (ConnectionError: Connection refused)"
+
+
+def _cluster_night(
+    lake_dir: Path,
+    night: int,
+    rng: random.Random,
+    no_counters: frozenset[str] = frozenset(),
+    lost: frozenset[str] = frozenset(),
+) -> str:
     """One nightly run of the cluster `shop`: each node as its member, then the environment
-    with its topology (the second night: a resharding and a replica whose link is down)."""
+    with its topology (the second night: a resharding and a replica whose link is down);
+    the nodes in `no_counters` take no commandstats snapshot that night, those in `lost`
+    stop answering before their SLOWLOG is read."""
     at = FIRST + timedelta(days=night)
     run_id = lakes.stable_run_id(at, "shop")
     later = night > 0
     for address, (role, _primary, keys, used, ops, cpu) in NODES.items():
         run = lakes.new_run(lake_dir, member(address), at, run_id)
         lakes.runs_row(run, "nightly", mode="read-only", url=f"redis://{address}/0")
-        lakes.steps(run, {"fingerprint": None, "round_trip": lakes.digest("nightly", "rtt")})
+        families = {"fingerprint": None, "round_trip": lakes.digest("nightly", "rtt")}
+        if address in lost:
+            later_step = {"started_at": at + timedelta(seconds=5), "status": "skipped"}
+            run.write(
+                "steps",
+                [{"family": f, "status": "ok", "started_at": at, "params_digest": d}
+                 for f, d in families.items()]
+                + [{**later_step, "family": "slowlog", "reason": LOST}],
+            )  # fmt: skip
+        else:
+            lakes.steps(run, families)
         facts = {
             ("topology", "kind"): role,
             ("topology", "member_of"): "shop",
@@ -122,11 +143,12 @@ def _cluster_night(lake_dir: Path, night: int, rng: random.Random) -> str:
         lakes.fingerprint(run, facts=facts)
         # The replica of 7103 sits twice as far as its primary.
         lakes.ping(run, rtt_us=100.0 if address.endswith("7106") else 50.0, rng=rng)
-        lakes.commandstats_snapshot(
-            run,
-            {"get": 1000 + round(night * ops * DAY_S), "ping": 5000 + night * 10**6},
-            server_run_id=f"srv-{address}",
-        )
+        if address not in no_counters:
+            lakes.commandstats_snapshot(
+                run,
+                {"get": 1000 + round(night * ops * DAY_S), "ping": 5000 + night * 10**6},
+                server_run_id=f"srv-{address}",
+            )
         if role == "primary":
             _scan(run, keys, used)
     run = lakes.new_run(lake_dir, "shop", at, run_id)
@@ -439,3 +461,57 @@ def test_the_topology_models_pass_their_dbt_tests(built):
         ],
     )
     assert result.nodes and all(status in ("success", "pass") for _, status, _ in result.nodes)
+
+
+def test_a_primary_whose_counter_window_is_not_the_others_is_left_out_of_the_balance(tmp_path):
+    """7103 takes no commandstats snapshot on night 1: on night 2 its difference covers two
+    days against one for the others. Commands per second are balanced over 7101 and 7102
+    only, and 7103 is listed apart with its window; keys and bytes still count all three."""
+    rng = random.Random(11)
+    for night in range(3):
+        no_counters = frozenset({"127.0.0.1:7103"}) if night == 1 else frozenset()
+        _cluster_night(tmp_path / "lake", night, rng, no_counters)
+    path = warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb")
+    last = lakes.stable_run_id(FIRST + timedelta(days=2), "shop")
+    figures = _figures(path, "shop", last)
+    ops = {s for (f, s) in figures if f == "shard_ops_over_mean"}
+    assert ops == {"127.0.0.1:7101", "127.0.0.1:7102"}
+    assert figures[("shard_ops_balance", "")] == pytest.approx(30 / 20, rel=1e-3)
+    assert {s for (f, s) in figures if f == "shard_keys_over_mean"} == {
+        "127.0.0.1:7101",
+        "127.0.0.1:7102",
+        "127.0.0.1:7103",
+    }
+    apart = _query(
+        path,
+        "select shard, window_s, median_window_s from report_shard_windows"
+        " where env = 'shop' and run_id = ? and dimension = 'ops' and not comparable",
+        [last],
+    )
+    assert [a["shard"] for a in apart] == ["127.0.0.1:7103"]
+    assert apart[0]["window_s"] == pytest.approx(2 * apart[0]["median_window_s"])
+    render_reports(path, tmp_path / "out")
+    report = (tmp_path / "out" / "shop.md").read_text()
+    assert "Left out of the commands/s and CPU balance" in report
+    assert "| ops | 127.0.0.1:7103 | 172,800 s | 86,400 s |" in report, report
+
+
+def test_a_member_lost_during_the_run_is_not_online_at_its_end(tmp_path):
+    """7106 answered the topology read (online) and stopped answering before its round trip:
+    its health at the end of the run is unreachable, it counts as down, and the report names
+    the family it was lost at."""
+    _cluster_night(tmp_path / "lake", 0, random.Random(5), lost=frozenset({"127.0.0.1:7106"}))
+    path = warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb")
+    nodes = {
+        r["address"]: r
+        for r in _query(path, "select * from report_topology_nodes where env = 'shop'")
+    }
+    assert nodes["127.0.0.1:7106"]["health"] == "online"
+    assert nodes["127.0.0.1:7106"]["health_at_end"] == "unreachable"
+    assert nodes["127.0.0.1:7106"]["is_down"] and not nodes["127.0.0.1:7105"]["is_down"]
+    (shape,) = _query(path, "select * from report_topology where env = 'shop'")
+    assert shape["nodes_down"] == 1
+    assert "127.0.0.1:7106 (unreachable, lost during slowlog)" in shape["nodes_down_named"]
+    render_reports(path, tmp_path / "out")
+    report = (tmp_path / "out" / "shop.md").read_text()
+    assert "**unreachable** (lost during slowlog)" in report

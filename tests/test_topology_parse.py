@@ -160,3 +160,19 @@ def test_shape_settings_are_checked_with_one_line(tmp_path, entry, field):
         load_config(path)
     message = str(caught.value)
     assert "\n" not in message and "environment 'e'" in message and field in message, message
+
+
+def test_a_nodes_own_slot_moves_are_read_from_its_myself_line():
+    """Only a node's own CLUSTER NODES line shows `[slot->-id]` / `[slot-<-id]`."""
+    from yardstick.access.topology import own_slot_moves
+
+    text = (
+        "aaa 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460 [42->-bbb]\n"
+        "bbb 127.0.0.1:7002@17002 master - 0 0 2 connected 5461-10922\n"
+    )
+    assert own_slot_moves(text) == (1, 0)
+    other = text.replace("myself,master", "master").replace(
+        "bbb 127.0.0.1:7002@17002 master", "bbb 127.0.0.1:7002@17002 myself,master"
+    )
+    assert own_slot_moves(other.replace("10922\n", "10922 [7-<-aaa]\n")) == (0, 1)
+    assert own_slot_moves("") is None

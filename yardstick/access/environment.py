@@ -136,6 +136,13 @@ class Environment(BaseModel):
     # The cluster primary (`host:port`) whose slots the experiments' keys live on (default:
     # the URL's node when it is a primary, else the first primary by address).
     experiment_node: str | None = None
+    # A replica this far behind its primary is flagged (first screen, index, an event).
+    # 10 MB: ten times the default repl-backlog-size, so a replica that far behind cannot
+    # resynchronise partially after a dropped link, while a burst of bulk writes stays under
+    # it. 30 s without an acknowledgement: replicas ACK every second, so that is 30 missed,
+    # half the default repl-timeout (60 s) after which the primary drops the link.
+    replica_lag_max_bytes: int = Field(default=10_000_000, gt=0)
+    replica_lag_max_s: float = Field(default=30.0, gt=0, allow_inf_nan=False)
 
     # Set by the tool when it splits an environment into the servers it is made of
     # (yardstick/flows/units.py), never by the environments file (ConfigFile refuses them):

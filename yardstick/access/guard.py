@@ -54,6 +54,11 @@ READ_SUBCOMMANDS = {
     "CLIENT": frozenset({"SETNAME", "GETNAME", "SETINFO", "ID", "INFO", "LIST", "NO-TOUCH"}),
     "COMMAND": frozenset({"COUNT", "DOCS", "INFO", "LIST", "GETKEYS"}),
     "CLUSTER": frozenset({"INFO", "NODES", "SLOTS", "SHARDS", "MYID"}),
+    # The modules loaded (names and versions), never LOAD or UNLOAD.
+    "MODULE": frozenset({"LIST"}),
+    # FalkorDB's memory figure of one graph: it reads the graph, never changes it (the
+    # key-space scan sizes graph keys with it: MEMORY USAGE leaves a graph out).
+    "GRAPH.MEMORY": frozenset({"USAGE"}),
     # What a Sentinel knows of a master; never SET, RESET, FAILOVER or MONITOR.
     "SENTINEL": frozenset(
         {"GET-MASTER-ADDR-BY-NAME", "MASTER", "MASTERS", "REPLICAS", "SLAVES", "SENTINELS", "MYID"}

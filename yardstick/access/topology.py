@@ -173,6 +173,13 @@ def parse_cluster_nodes(text: str) -> list[Node]:
     ]
 
 
+def own_slot_moves(text: str) -> tuple[int, int] | None:
+    """(migrating, importing) slots of the node whose CLUSTER NODES `text` this is: only a
+    node's own (`myself`) line shows the slots it moves. None without that line."""
+    me = next((n for n in parse_cluster_nodes(text) if "myself" in n.flags.split(",")), None)
+    return None if me is None else (me.migrating_slots, me.importing_slots)
+
+
 def _replace(node: Node, **changes: object) -> Node:
     """A copy of `node` with some fields changed."""
     from dataclasses import replace

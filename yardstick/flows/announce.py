@@ -61,10 +61,48 @@ def verdict_events(warehouse_path: str, run_id: str | None = None) -> list[dict]
                 "select run_id, why from crashed_runs where env = ? order by run_id",
                 [summary["env"]],
             ).fetchall()
-            events.append(_event(summary, moved, crashed))
+            event = _event(summary, moved, crashed)
+            event["payload"].update(_topology_payload(con, summary["env"], summary["run_id"]))
+            events.append(event)
         return events
     finally:
         con.close()
+
+
+def _topology_payload(con, env: str, run_id: str) -> dict:
+    """What changed in the environment's servers and which replicas lag beyond its
+    thresholds (empty for an environment of one server)."""
+    cursor = con.execute(
+        "select address as replica, primary_address as primary, lag_bytes, lag_s,"
+        " lag_max_bytes, lag_max_s from report_topology_nodes"
+        " where env = ? and run_id = ? and lagging order by address",
+        [env, run_id],
+    )
+    names = [d[0] for d in cursor.description]
+    lagging = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    change = con.execute(
+        "select topology_change from report_topology_change where env = ? and run_id = ?",
+        [env, run_id],
+    ).fetchone()
+    return {
+        # replica, primary, lag_bytes, lag_s and the thresholds, as the columns name them.
+        "replicas_lagging": lagging,
+        "topology_change": change[0] if change else None,
+    }
+
+
+def lag_event(spec: dict) -> dict | None:
+    """A `yardstick.replica-lag` event beside an environment's verdict event when some of its
+    replicas lag beyond its thresholds (an automation can page on it alone)."""
+    lagging = spec["payload"].get("replicas_lagging")
+    if not lagging:
+        return None
+    return {
+        "event": "yardstick.replica-lag",
+        "resource": spec["resource"],
+        "related": spec["related"],
+        "payload": {"env": spec["payload"]["env"], "replicas_lagging": lagging},
+    }
 
 
 def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
@@ -177,6 +215,13 @@ def message(payload: dict) -> tuple[str, str]:
             + (f": {f['evidence']}" if f.get("evidence") else "")
         )
     lines += [f"- crashed run {c['run_id']}: {c['why']}" for c in payload["crashed_runs"]]
+    if payload.get("topology_change"):
+        lines.append(f"- the servers changed: {payload['topology_change']}")
+    lines += [
+        f"- replica {r['replica']} lagging: {r['lag_bytes']} bytes, {r['lag_s']} s behind"
+        f" {r['primary']} (thresholds {r['lag_max_bytes']} bytes, {r['lag_max_s']} s)"
+        for r in payload.get("replicas_lagging") or []
+    ]
     return subject, "\n".join(lines)
 
 
@@ -232,6 +277,10 @@ def announce_verdicts(
     ]
     for spec in specs:
         emit_event(**spec)
+        lagging = lag_event(spec)
+        if lagging is not None:
+            emit_event(**lagging)
+            emitted.append(lagging["event"])
         payload = spec["payload"]
         logger.info(
             "%s: %s (%d regressions, %d of %d figures judged)",

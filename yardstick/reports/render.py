@@ -304,6 +304,7 @@ def render_reports(
                 for f in m["by_subject"].values()
             ]
             context["headline"] = headline_rows(pooled, headline, across="servers")
+    servers_shown = shaped_environments(configured)
     written: dict[str, Path] = {}
     template = jinja.get_template("environment.md.j2")
     sections = section_templates(jinja)
@@ -325,13 +326,32 @@ def render_reports(
             rebuild=rebuild,
             not_landed=not_landed or [],
             lake_notes=lake_notes or [],
+            servers_shown=servers_shown,
         ),
     )
     _write(
         out / "comparison.md",
-        jinja.get_template("comparison.md.j2").render(**comparison, not_landed=not_landed or []),
+        jinja.get_template("comparison.md.j2").render(
+            **comparison, not_landed=not_landed or [], servers_shown=servers_shown
+        ),
     )
     return written
+
+
+def shaped_environments(configured: list[dict]) -> list[dict]:
+    """The configured environments made of several servers, with their servers' rows (the
+    index and the comparison list each one's members: role, health, lag)."""
+    return [
+        {
+            "env": c["run"]["env"],
+            **{
+                name: c["tables"].get(name, [])
+                for name in ("topology", "topology_nodes", "topology_change")
+            },
+        }
+        for c in configured
+        if len(c["tables"].get("topology_nodes", [])) > 1
+    ]
 
 
 def last_rebuild(con: duckdb.DuckDBPyConnection) -> dict | None:

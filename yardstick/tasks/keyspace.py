@@ -15,6 +15,7 @@ from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment
 from yardstick.access.info import parse_fields, parse_info
 from yardstick.access.keyscan import ScanBudget, ScanResult, scan_keyspace
+from yardstick.access.modules import KNOWN_TYPES, is_module_type, module_list, own_memory_bytes
 from yardstick.access.prefixes import display
 from yardstick.tasks.base import UTC_TS, Family, Measured, utc_now
 
@@ -47,6 +48,9 @@ class KeyspaceProfile(BaseModel):
     # report says why). On: they are sent, and the report counts the keys touched. Scratch
     # environments (the tool may write there) always get them.
     allow_touch: bool = False
+    # Module keys sized by their module's own memory command (GRAPH.MEMORY USAGE) after the
+    # scan, at most this many, within what is left of max_wall_s.
+    max_module_keys: int = Field(default=100, ge=0)
 
 
 # The lake tables this family lands, as commented on each.
@@ -128,6 +132,24 @@ TABLES: dict[str, pa.Schema] = {
             ("memory_usage_bytes", pa.int64()),
         ]
     ),
+    # One row per module key type the scan met: its module, whether MEMORY USAGE counts its
+    # keys (measured: yardstick/access/modules.py; null when not known), and what the
+    # module's own memory command says of the keys it was asked about.
+    "keyspace_module_types": pa.schema(
+        [
+            ("type", pa.string()),  # TYPE's answer: graphdata, vectorset ...
+            ("module", pa.string()),  # MODULE LIST name (null: not known for this type)
+            ("module_version", pa.string()),
+            ("keys", pa.int64()),  # keys of the type read by the scan
+            ("memory_usage_bytes", pa.int64()),  # their MEMORY USAGE, summed
+            ("memory_usage_counts", pa.bool_()),  # false: MEMORY USAGE leaves the value out
+            ("own_command", pa.string()),  # GRAPH.MEMORY USAGE (null: the module has none)
+            ("own_unit_bytes", pa.int64()),  # its answer's unit (1 MiB: whole MB, floored)
+            ("keys_sized", pa.int64()),  # keys the own command was asked about
+            ("own_memory_bytes", pa.int64()),  # its figures for those keys, summed
+            ("modules_loaded", pa.string()),  # MODULE LIST: 'graph 41603, vectorset 1'
+        ]
+    ),
     # INFO commandstats of the scan's own commands, before and after it.
     "keyspace_commandstats": pa.schema(
         [
@@ -183,9 +205,19 @@ def prefixes(keys: pa.Array, separators: str, depth: int) -> pa.Array:
 def keys_table(result: ScanResult, separators: str = ":", depth: int = 1) -> pa.Table:
     """One row per sampled key, built column by column (a scan may hold a million keys)."""
     keys = pa.array(result.keys, pa.binary())
+    shown = prefixes(keys, separators, depth)
+    if any(is_module_type(t) for t in set(result.types)):
+        # A module's keys get rows of their own: `g:* [graphdata]` beside `g:*`.
+        shown = pa.array(
+            [
+                f"{p} [{t}]" if is_module_type(t) else p
+                for p, t in zip(shown.to_pylist(), result.types, strict=True)
+            ],
+            pa.string(),
+        )
     columns = {
         "key": _texts(keys),
-        "prefix": prefixes(keys, separators, depth),
+        "prefix": shown,
         "type": pa.array(result.types, pa.string()),
         "encoding": pa.array(result.encodings, pa.string()),
         "elements": pa.array(result.elements, pa.int64()),
@@ -229,6 +261,53 @@ def scan_row(result: ScanResult) -> dict:
     }
 
 
+def module_rows(client: redis.Redis, result: ScanResult, max_keys: int, left_s: float) -> list:
+    """One row per module key type the scan read; the module's own memory command asked of
+    its biggest keys by MEMORY USAGE first, up to `max_keys` and within `left_s` seconds."""
+    import time
+
+    seen: dict[str, list[int]] = {}
+    for index, kind in enumerate(result.types):
+        if is_module_type(kind):
+            seen.setdefault(kind, []).append(index)
+    if not seen:
+        return []
+    loaded = module_list(client)
+    versions = dict(loaded)
+    deadline = time.monotonic() + max(0.0, left_s)
+    budget = max_keys
+    rows = []
+    for kind, indexes in sorted(seen.items()):
+        known = KNOWN_TYPES.get(kind)
+        usage = [result.memory_usage_bytes[i] for i in indexes]
+        sized, own_total = 0, 0
+        if known is not None and known.own_command:
+            order = sorted(indexes, key=lambda i: -(result.memory_usage_bytes[i] or 0))
+            for i in order:
+                if budget <= 0 or time.monotonic() > deadline:
+                    break
+                budget -= 1
+                own = own_memory_bytes(client, result.keys[i], known)
+                if own is not None:
+                    sized, own_total = sized + 1, own_total + own
+        rows.append(
+            {
+                "type": kind,
+                "module": known.module if known else None,
+                "module_version": versions.get(known.module) if known else None,
+                "keys": len(indexes),
+                "memory_usage_bytes": sum(u for u in usage if u is not None),
+                "memory_usage_counts": known.memory_usage_counts if known else None,
+                "own_command": " ".join(known.own_command) if known and known.own_command else None,
+                "own_unit_bytes": known.own_unit_bytes if known and known.own_command else None,
+                "keys_sized": sized,
+                "own_memory_bytes": own_total if sized else None,
+                "modules_loaded": ", ".join(f"{n} {v}" for n, v in loaded) or None,
+            }
+        )
+    return rows
+
+
 def keyspace(env: Environment, profile: KeyspaceProfile) -> Measured:
     """Scan the key space under the profile's budget; every key sampled, and the scan's cost."""
     client = open_client(env, ROLE)
@@ -247,6 +326,9 @@ def keyspace(env: Environment, profile: KeyspaceProfile) -> Measured:
             top_keys=profile.top_keys,  # their encodings are read whatever the sample
         )
         after = server_facts(client, env.db)
+        module_types = module_rows(
+            client, result, profile.max_module_keys, profile.max_wall_s - result.wall_s
+        )
     finally:
         client.close()
     row = {
@@ -287,6 +369,7 @@ def keyspace(env: Environment, profile: KeyspaceProfile) -> Measured:
             "keyspace_scans": FAMILY.table("keyspace_scans", [row]),
             "keyspace_keys": keys_table(result, profile.separators, profile.depth),
             "keyspace_commandstats": FAMILY.table("keyspace_commandstats", stats),
+            "keyspace_module_types": FAMILY.table("keyspace_module_types", module_types),
         },
         window_s=result.wall_s,
     )

@@ -24,6 +24,7 @@ from yardstick import interrupt
 from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment, Mode
 from yardstick.access.info import parse_info
+from yardstick.access.modules import KNOWN_TYPES, module_list, own_memory_bytes
 from yardstick.access.scratch import delete_by_slot
 from yardstick.errors import ConfigError
 from yardstick.tasks import base
@@ -37,7 +38,9 @@ class MemoryShape(BaseModel):
 
     # Names the figures' subject and the keys (`<key_prefix><name>:<key_format>`).
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")
-    type: Literal["string", "hash", "list"]
+    # graph: a FalkorDB graph of `elements` nodes, each with one property of value_bytes
+    # (loaded only where MODULE LIST names the graph module).
+    type: Literal["string", "hash", "list", "graph"]
     # Not `keys`: a model with a `keys` attribute looks like a mapping to Prefect.
     key_count: int = Field(gt=0)
     key_format: str = "key:%06d"
@@ -46,7 +49,7 @@ class MemoryShape(BaseModel):
     value_bytes: int = Field(default=100, ge=1)
     # Element sizes vary uniformly up to this (seeded, so every repetition loads the same).
     max_value_bytes: int | None = None
-    # hash: fields per key; list: elements per key; string: 1.
+    # hash: fields per key; list: elements per key; graph: nodes per graph; string: 1.
     elements: int = Field(default=1, gt=0)
 
 
@@ -90,6 +93,9 @@ class MemoryProfile(BaseModel):
     formula_overhead_bytes: int = 50
     # Every key the measurement writes starts with this; only such keys are ever removed.
     key_prefix: str = Field(default="yardstick:mem:", min_length=1)
+    # Where a module is loaded whose keys MEMORY USAGE under-counts (FalkorDB's graph), a
+    # shape of its keys is measured too (`graph`: MODULE_SHAPES), unless one is configured.
+    module_shapes: bool = True
     # Environment modes the load/remove part may run on: scratch, or nothing at all.
     run_on: list[Mode] = ["scratch"]
 
@@ -149,6 +155,8 @@ TABLES: dict[str, pa.Schema] = {
             ("payload_bytes", pa.int64()),  # key + value bytes of this key
             ("memory_usage_bytes", pa.int64()),
             ("memory_usage_all_bytes", pa.int64()),  # SAMPLES 0
+            # The module's own figure of the key (GRAPH.MEMORY USAGE; null for core types).
+            ("module_memory_bytes", pa.int64()),
         ]
     ),
 }
@@ -178,6 +186,33 @@ STEADY_READS = 5
 STEADY_POLL_S = 0.025
 STEADY_TOLERANCE_BYTES = 1024
 STEADY_TIMEOUT_S = 5.0
+
+
+# Module key shapes, by the module MODULE LIST names: a graph of 2,000 nodes with a 10-byte
+# property each (FalkorDB allocates nodes in blocks: a graph costs its blocks, not its nodes).
+MODULE_SHAPES = {
+    "graph": MemoryShape(
+        name="graph",
+        type="graph",
+        key_count=5,
+        key_format="graph:%04d",
+        value_bytes=10,
+        elements=2_000,
+    ),
+}
+
+
+def module_shapes(client: redis.Redis, profile: MemoryProfile) -> list[MemoryShape]:
+    """The module shapes to measure on this server (its modules, none configured already)."""
+    if not profile.module_shapes:
+        return []
+    configured = {shape.type for shape in profile.shapes}
+    loaded = {name for name, _version in module_list(client)}
+    return [
+        shape
+        for module, shape in MODULE_SHAPES.items()
+        if module in loaded and shape.type not in configured
+    ]
 
 
 class NotScratch(Exception):
@@ -222,6 +257,17 @@ def _commands(shape: MemoryShape, names: list[str], sizes: list[list[int]]) -> I
     for name, key_sizes in zip(names, sizes, strict=True):
         if shape.type == "string":
             yield ("SET", name, value(key_sizes[0]))
+            continue
+        if shape.type == "graph":
+            # The sizes are equal within a graph shape: one query per chunk of nodes.
+            for start in range(0, len(key_sizes), ELEMENTS_PER_COMMAND):
+                count = len(key_sizes[start : start + ELEMENTS_PER_COMMAND])
+                text = "v" * key_sizes[0]
+                yield (
+                    "GRAPH.QUERY",
+                    name,
+                    f"UNWIND range(1, {count}) AS i CREATE (:N {{v: '{text}'}})",
+                )
             continue
         for start in range(0, len(key_sizes), ELEMENTS_PER_COMMAND):
             chunk = key_sizes[start : start + ELEMENTS_PER_COMMAND]
@@ -431,9 +477,11 @@ def _sample_usage(
         pipe.memory_usage(names[i], samples=0)
         pipe.object("encoding", names[i])
     replies = pipe.execute()
+    known = KNOWN_TYPES.get("graphdata") if shape.type == "graph" else None
     rows = []
     for n, i in enumerate(chosen):
         usage, usage_all, encoding = replies[3 * n : 3 * n + 3]
+        own = own_memory_bytes(client, names[i], known) if known else None
         key_bytes, value_bytes = payload_bytes(shape, names[i], sizes[i])
         rows.append(
             {
@@ -445,6 +493,7 @@ def _sample_usage(
                 "payload_bytes": key_bytes + value_bytes,
                 "memory_usage_bytes": usage,
                 "memory_usage_all_bytes": usage_all,
+                "module_memory_bytes": own,
             }
         )
     return rows
@@ -458,7 +507,7 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
             f"environment {env.name!r} is {env.mode}: bytes per key by difference writes and "
             "removes keys, so it runs on scratch environments only"
         )
-    if env.mode not in profile.run_on or not profile.shapes:
+    if env.mode not in profile.run_on or not (profile.shapes or profile.module_shapes):
         return Measured()
     if env.cluster and env.key_tag is None:
         raise Skipped(
@@ -474,8 +523,12 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
     # its other keys stay, untouched, and the note says so.
     tag = env.key_tag if env.cluster else None
     others: int | None = None
+    shapes = [*profile.shapes, *module_shapes(client, profile)]
+    if not shapes:
+        client.close()
+        return Measured()
     progress = base.progress()
-    progress.plan(len(profile.shapes) * profile.repetitions, "repetitions")
+    progress.plan(len(shapes) * profile.repetitions, "repetitions")
     clock = RepetitionClock()
 
     def finished(counts: tuple[int, int, int], window_s: float) -> Measured:
@@ -490,7 +543,7 @@ def memory_by_difference(env: Environment, profile: MemoryProfile) -> Measured:
             others = check_cluster_node(client, env, profile)
         else:
             check_database(client, env, profile)
-        for shape in profile.shapes:
+        for shape in shapes:
             interrupt.check()
             if not interrupt.fits(clock.estimate_s(shape)):
                 # Not even its first repetition would fit: not warmed up either.

@@ -8,11 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import pyarrow as pa
+import redis
 
 from yardstick.access.connect import open_client
 from yardstick.access.environment import Environment
 from yardstick.access.info import parse_info
-from yardstick.access.topology import Node, Shape, at, units_of
+from yardstick.access.topology import Node, Shape, at, own_slot_moves, units_of
 from yardstick.tasks.base import UTC_TS, Family, Measured, Skipped, utc_now
 
 # A node that does not answer INFO within this is recorded as such; the others are read.
@@ -48,6 +49,10 @@ TABLES: dict[str, pa.Schema] = {
             ("sentinel_answered_by", pa.string()),
             ("sentinel_failover_state", pa.string()),
             ("problems", pa.string()),  # seeds or Sentinels that did not answer
+            # The environment's lag thresholds at this run (settings replica_lag_max_*): a
+            # replica beyond either is flagged.
+            ("replica_lag_max_bytes", pa.int64()),
+            ("replica_lag_max_s", pa.float64()),
         ]
     ),
     # One row per server per run: role, slots, health, and replication offsets read at one
@@ -66,10 +71,14 @@ TABLES: dict[str, pa.Schema] = {
             ("link_state", pa.string()),
             ("config_epoch", pa.int64()),
             ("health", pa.string()),  # online | failed | pfail | loading | unreachable ...
+            # Slots this node itself says it is moving ([slot->-id] / [slot-<-id] on its own
+            # CLUSTER NODES line, read on every node; else as the configured node saw it).
             ("migrating_slots", pa.int32()),
             ("importing_slots", pa.int32()),
             ("sampled_at", UTC_TS),
             ("repl_offset", pa.int64()),
+            # The primary's offset minus the replica's own; when the replica does not answer
+            # (frozen, busy), minus the offset the primary last had acknowledged by it.
             ("lag_bytes", pa.int64()),
             ("lag_s", pa.float64()),  # the primary's view: seconds since the replica's last ack
             ("master_link_status", pa.string()),  # a replica's: up | down
@@ -90,7 +99,9 @@ def _int(value: str | None) -> int | None:
 
 
 def read_replication(env: Environment, node: Node) -> tuple[dict[str, str], datetime, str | None]:
-    """INFO replication of one node (its own connection, short timeout), or why not."""
+    """INFO replication of one node (its own connection, short timeout), or why not; on a
+    cluster node also the slots it says it is migrating or importing (`own_migrating`,
+    `own_importing`: only a node's own CLUSTER NODES line shows them)."""
     sampled_at = utc_now()
     try:
         client = open_client(
@@ -101,6 +112,7 @@ def read_replication(env: Environment, node: Node) -> tuple[dict[str, str], date
         try:
             sampled_at = utc_now()
             text = client.execute_command("INFO", "replication")
+            own = _own_slot_moves(client) if env.cluster else {}
         finally:
             client.close()
     except Exception as exc:
@@ -109,18 +121,37 @@ def read_replication(env: Environment, node: Node) -> tuple[dict[str, str], date
             sampled_at,
             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
         )
-    return parse_info(text).get("replication", {}), sampled_at, None
+    return {**parse_info(text).get("replication", {}), **own}, sampled_at, None
 
 
-def _replica_lag_s(primary_info: dict[str, str], node: Node) -> float | None:
-    """The primary's `lag=` for this replica (seconds since its last REPLCONF ACK)."""
+def _own_slot_moves(client: redis.Redis) -> dict[str, str]:
+    """The slots this cluster node is migrating and importing, read on it (as INFO-like
+    fields); {} where it cannot say, and the configured node's view stands in."""
+    try:
+        text = client.execute_command("CLUSTER", "NODES")
+    except redis.RedisError:
+        return {}
+    moves = own_slot_moves(text.decode() if isinstance(text, bytes) else str(text))
+    if moves is None:
+        return {}
+    return {"own_migrating": str(moves[0]), "own_importing": str(moves[1])}
+
+
+def _primary_view(primary_info: dict[str, str], node: Node) -> dict[str, str]:
+    """The primary's `slaveN:` entry for this replica (ip, port, state, offset, lag)."""
     for key, value in primary_info.items():
         if not (key.startswith("slave") and key[5:].isdigit()):
             continue
         facts = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
         if facts.get("ip") == node.host and facts.get("port") == str(node.port):
-            return float(facts["lag"]) if facts.get("lag", "").lstrip("-").isdigit() else None
-    return None
+            return facts
+    return {}
+
+
+def _replica_lag_s(primary_info: dict[str, str], node: Node) -> float | None:
+    """The primary's `lag=` for this replica (seconds since its last REPLCONF ACK)."""
+    lag = _primary_view(primary_info, node).get("lag", "")
+    return float(lag) if lag.lstrip("-").isdigit() else None
 
 
 def node_rows(shape: Shape, members: dict[str, str]) -> list[dict]:
@@ -142,6 +173,9 @@ def node_rows(shape: Shape, members: dict[str, str]) -> list[dict]:
         offset = _int(info.get("master_repl_offset"))
         replica_offset = _int(info.get("slave_repl_offset"))
         primary_offset = _int(primary_info.get("master_repl_offset"))
+        if node.role == "replica" and replica_offset is None:
+            # A replica that does not answer still has an acknowledged offset at its primary.
+            replica_offset = _int(_primary_view(primary_info, node).get("offset"))
         lag_bytes = (
             max(0, primary_offset - replica_offset)
             if node.role == "replica" and primary_offset is not None and replica_offset is not None
@@ -163,8 +197,8 @@ def node_rows(shape: Shape, members: dict[str, str]) -> list[dict]:
                 "health": (node.health or "unreachable")
                 if problem and node.health not in (None, "online")
                 else ("unreachable" if problem else (node.health or "online")),
-                "migrating_slots": node.migrating_slots,
-                "importing_slots": node.importing_slots,
+                "migrating_slots": _int(info.get("own_migrating")) or node.migrating_slots,
+                "importing_slots": _int(info.get("own_importing")) or node.importing_slots,
                 "sampled_at": sampled_at,
                 "repl_offset": replica_offset if node.role == "replica" else offset,
                 "lag_bytes": lag_bytes,
@@ -208,6 +242,8 @@ def shape_row(shape: Shape, nodes: list[dict]) -> dict:
         "sentinel_answered_by": view.get("answered_by"),
         "sentinel_failover_state": view.get("failover_state") or None,
         "problems": "; ".join(shape.problems) or None,
+        "replica_lag_max_bytes": shape.env.replica_lag_max_bytes,
+        "replica_lag_max_s": shape.env.replica_lag_max_s,
     }
 
 

@@ -36,8 +36,11 @@ facts as (
         /* A Sentinel-managed master's address as the Sentinels named it (null for every
            other environment: never the URL, which an embedded server changes each run). */
         e.sentinel_master_address,
+        /* A failover, a node added or removed, slots moving (marts/topology). */
+        coalesce(t.topology_changed, false) as topology_changed,
     from runs as r
     join {{ ref('env_facts') }} as e on e.run_id = r.run_id and e.env = r.env
+    left join {{ ref('topology_changes') }} as t on t.run_id = r.run_id and t.env = r.env
     /* runs that reached the server */
     where coalesce(e.server_version, e.redis_version) is not null
 ),
@@ -47,12 +50,13 @@ fingerprinted as (
         run_id, env, started_at, server_product, server_version, redis_version, server_cores,
         server_cpu_model, transport, sentinel_master_address,
         null::double as prober_load_1m, segment as prior_segment, true as is_prior,
+        false as topology_changed,
     from prior
     union all
     select
         run_id, env, started_at, server_product, server_version, redis_version, server_cores,
         server_cpu_model, transport, sentinel_master_address,
-        prober_load_1m, null, false,
+        prober_load_1m, null, false, topology_changed,
     from facts
 ),
 
@@ -84,6 +88,7 @@ compared as (
             or server_cpu_model is distinct from lag(server_cpu_model) over w
             or transport is distinct from lag(transport) over w
             or sentinel_failover
+            or topology_changed
         ) as environment_changed,
     from failovers
     window w as (partition by env order by started_at, run_id)

@@ -1,7 +1,9 @@
 /* One row per scan (run, environment) and key type, as redis-cli --bigkeys and --memkeys
    summarize: keys, elements, bytes, and the biggest key each way. Aggregates only, never a
    sort of the type's keys: the largest sizes first, then the first key by name among the
-   keys of that size (ties go to it, so a rebuild shows the same one). */
+   keys of that size (ties go to it, so a rebuild shows the same one). The biggest by
+   elements is chosen only among keys whose element count was read (none before Redis 7.2 on
+   a read-only server: the length commands would touch the keys), else none is named. */
 with keys as not materialized (
     /* Read in place by each aggregate below: a materialized copy of every key (DuckDB's
        default for a CTE read twice) costs more than reading them twice. */
@@ -15,6 +17,7 @@ per_type as (
         type,
         count(*) as keys,
         sum(elements) as elements,
+        count(elements) as elements_read,   /* keys whose element count was read */
         sum(memory_usage_bytes) as memory_usage_bytes,
         avg(memory_usage_bytes) as mean_bytes,
         max(elements) as max_elements,
@@ -32,13 +35,6 @@ biggest as (
     join per_type as t
         on t.run_id = k.run_id and t.env = k.env and t.type is not distinct from k.type
         and k.elements = t.max_elements
-    group by k.run_id, k.env, k.type
-    union all
-    select k.run_id, k.env, k.type, 'elements' as size, min(k.key) as key,
-    from keys as k
-    join per_type as t
-        on t.run_id = k.run_id and t.env = k.env and t.type is not distinct from k.type
-        and t.max_elements is null
     group by k.run_id, k.env, k.type
     union all
     select k.run_id, k.env, k.type, 'bytes' as size, min(k.key) as key,
@@ -62,6 +58,7 @@ select
     t.type,
     t.keys,
     t.elements,
+    t.elements_read,
     t.memory_usage_bytes,
     t.mean_bytes,
     e.key as biggest_by_elements,

@@ -6,7 +6,9 @@
      keyspace db0), bytes (used_memory), operations per second (commandstats difference
      since the previous snapshot, the tool's own probe and read commands left out) and
      server CPU (used_cpu_sys + used_cpu_user difference since the previous run of the same
-     server run); only when every primary has the value;
+     server run); only when every primary has the value; commands/s and CPU compare only
+     primaries whose windows match (shard_windows: within shard_window_tolerance of the
+     median window), the others are listed apart in the report;
    - each replica's lag in bytes and seconds, and its client round trip p50 ÷ its primary's
      (the same run, the same prober; subject: the replica's address);
    - the cluster's key space: keys (sum of the primaries' DBSIZE read by their scans) and,
@@ -68,13 +70,22 @@ shard_values as (
     left join cpu as c on c.run_id = p.run_id and c.env = p.member
 ),
 
+windowed as (
+    /* A primary whose ops or CPU window is off the others' is left out of that dimension. */
+    select v.*,
+    from shard_values as v
+    anti join ({{ in_batch(ref('shard_windows'), alias='w') }}) as w
+        on w.run_id = v.run_id and w.env = v.env and w.shard = v.shard
+        and w.dimension = v.dimension and w.window_s is not null and not w.comparable
+),
+
 shard_means as (
     select
         run_id, env, dimension,
         avg(value) as mean_value,
         max(value) as max_value,
         count(*) as shards,
-    from shard_values
+    from windowed
     group by run_id, env, dimension
     /* every primary has the value, two or more of them */
     having count(value) = count(*) and count(*) >= 2 and avg(value) > 0
@@ -87,7 +98,7 @@ balance as (
     union all
     select v.run_id, v.env, 'shard_' || v.dimension || '_over_mean', v.shard,
            v.value / m.mean_value, m.shards,
-    from shard_values as v
+    from windowed as v
     join shard_means as m
         on m.run_id = v.run_id and m.env = v.env and m.dimension = v.dimension
 ),

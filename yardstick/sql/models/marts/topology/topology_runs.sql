@@ -1,21 +1,27 @@
 /* What each environment was made of at each run and collection: one row per environment and
    run, CLUSTER INFO and a Sentinel's view, with the conditions a report names (a resharding
-   in progress, slots not served, nodes down, replicas not syncing). */
+   in progress, slots not served, nodes down at the end of the run, replicas not syncing,
+   replicas further behind than the environment's lag thresholds). */
 with shapes as (
     select * from {{ ref('stg_topology') }}
 ),
 
 nodes as (
-    select * from {{ ref('stg_topology_nodes') }}
+    {{ in_batch(ref('topology_members'), alias='m') }}
 ),
 
 node_conditions as (
     select
         run_id,
         env,
-        /* A node not online (failed, pfail, loading, unreachable ...), named with its state. */
-        string_agg(address || ' (' || coalesce(health, 'unknown') || ')', ', ' order by address)
-            filter (where health is distinct from 'online') as nodes_down_named,
+        /* A node not online at the end of the run (failed, pfail, loading, unreachable ...),
+           named with its state (and the family it was lost at, when during the run). */
+        count(*) filter (where is_down) as nodes_down_at_end,
+        string_agg(
+            address || ' (' || coalesce(health_at_end, 'unknown')
+            || coalesce(', lost during ' || lost_at_family, '') || ')',
+            ', ' order by address
+        ) filter (where is_down) as nodes_down_named,
         /* A replica whose link to its primary is not up, or that is itself not online. */
         count(*) filter (
             where role = 'replica'
@@ -32,6 +38,15 @@ node_conditions as (
         ) as replicas_not_syncing_named,
         max(lag_bytes) as max_lag_bytes,
         max(lag_s) as max_lag_s,
+        /* Replicas beyond either lag threshold, each with its lag and the thresholds. */
+        count(*) filter (where lagging) as replicas_lagging,
+        string_agg(
+            address || ' (' || coalesce(format('{:,}', lag_bytes), '?') || ' bytes, '
+            || coalesce(lag_s::varchar, '?') || ' s behind '
+            || coalesce(primary_address, 'its primary') || ')', ', ' order by address
+        ) filter (where lagging) as replicas_lagging_named,
+        any_value(lag_max_bytes) as lag_max_bytes,
+        any_value(lag_max_s) as lag_max_s,
     from nodes
     group by run_id, env
 )
@@ -53,7 +68,7 @@ select
     s.current_epoch,
     s.primaries,
     s.replicas,
-    s.nodes_down,
+    greatest(s.nodes_down, coalesce(c.nodes_down_at_end, 0)) as nodes_down,
     c.nodes_down_named,
     s.migrating_slots,
     s.importing_slots,
@@ -64,6 +79,10 @@ select
     c.replicas_not_syncing_named,
     c.max_lag_bytes,
     c.max_lag_s,
+    coalesce(c.replicas_lagging, 0) as replicas_lagging,
+    c.replicas_lagging_named,
+    c.lag_max_bytes,
+    c.lag_max_s,
     s.sentinel_master,
     s.sentinel_master_address,
     s.sentinel_flags,

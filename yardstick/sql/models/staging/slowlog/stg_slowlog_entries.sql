@@ -28,7 +28,19 @@ select
     s.client_addr,
     s.client_name,
     s.entry_fields,
-    /* The tool names every connection it opens; its entries are diagnostics, not traffic. */
-    coalesce(starts_with(s.client_name, c.tool_client_prefix), false) as measurement_caused,
+    /* The tool names every connection it opens; its entries are diagnostics, not traffic.
+       Its writes replicated to a replica arrive over the replication link, which has no
+       name: an unnamed client's entry on a key of the tool's (yardstick:..., or the keys
+       redis-benchmark writes: key:/counter: and 12 digits, mylist, myset, myhash, myzset,
+       with a cluster hash tag or not) is the tool's too. */
+    coalesce(starts_with(s.client_name, c.tool_client_prefix), false)
+    or (
+        coalesce(s.client_name, '') = ''
+        and regexp_matches(
+            coalesce(s.args[2], ''),
+            '^(yardstick:|(key|counter):(\{[^}]*\}:?)?[0-9]{12}$'
+            || '|(mylist|myset|myhash|myzset)(:?\{[^}]*\})?$)'
+        )
+    ) as measurement_caused,
 from source as s
 join collections as c on c.run_id = s.run_id and c.env = s.env

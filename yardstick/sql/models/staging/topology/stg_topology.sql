@@ -33,6 +33,8 @@ renamed as (
         sentinel_answered_by,
         nullif(sentinel_failover_state, '') as sentinel_failover_state,
         nullif(problems, '') as problems,
+        replica_lag_max_bytes,      /* the thresholds in force (null: runs before them) */
+        replica_lag_max_s,
     from source
 )
 
