@@ -45,16 +45,6 @@ def _land(lake_dir: Path, env: str, family: str, tables: dict, mode: str) -> str
     return run.run_id
 
 
-def _query(path: Path, sql: str, params: list | None = None) -> list[dict]:
-    con = warehouse.connect_read_only(path)
-    try:
-        cursor = con.execute(sql, params or [])
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    finally:
-        con.close()
-
-
 def test_a_graph_key_is_sized_by_its_used_memory_difference(start_redis, falkordb_binary, tmp_path):
     """The memory family adds a graph shape where the module is loaded and sizes it within
     5 % of a used_memory difference taken by hand for the same graphs; MEMORY USAGE says
@@ -80,7 +70,9 @@ def test_a_graph_key_is_sized_by_its_used_memory_difference(start_redis, falkord
     lake = tmp_path / "lake"
     _land(lake, "graphs", "memory", measured.tables, "scratch")
     path = warehouse.build(Lake.at(lake), tmp_path / "w.duckdb")
-    (row,) = _query(path, "select * from memory_shapes where env = 'graphs' and shape = 'graph'")
+    (row,) = lakes.query(
+        path, "select * from memory_shapes where env = 'graphs' and shape = 'graph'"
+    )
     assert row["mem_bytes_per_key"] == pytest.approx(by_hand_per_key, rel=0.05)
     assert row["mem_usage_bytes_per_key"] < 0.01 * row["mem_bytes_per_key"]
     samples = measured.tables["memory_usage_samples"].to_pylist()
@@ -115,7 +107,7 @@ def test_the_read_only_report_names_the_graphs_under_count(start_redis, falkordb
     lake = tmp_path / "lake"
     _land(lake, "graph-ro", "keyspace", measured.tables, "read-only")
     path = warehouse.build(Lake.at(lake), tmp_path / "w.duckdb")
-    prefixes = {r["prefix"] for r in _query(path, "select prefix from keyspace_prefixes")}
+    prefixes = {r["prefix"] for r in lakes.query(path, "select prefix from keyspace_prefixes")}
     assert "social:* [graphdata]" in prefixes and "social:*" in prefixes
     render_reports(path, tmp_path / "out")
     report = (tmp_path / "out" / "graph-ro.md").read_text()
@@ -143,7 +135,7 @@ def test_biggest_by_elements_names_no_wrong_key_before_7_2(
     lake = tmp_path / "lake"
     _land(lake, "old", "keyspace", measured.tables, "read-only")
     path = warehouse.build(Lake.at(lake), tmp_path / "w.duckdb")
-    (row,) = _query(path, "select * from keyspace_types where type = 'list'")
+    (row,) = lakes.query(path, "select * from keyspace_types where type = 'list'")
     render_reports(path, tmp_path / "out")
     report = (tmp_path / "out" / "old.md").read_text()
     if allow_touch:

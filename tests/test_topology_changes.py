@@ -69,16 +69,6 @@ def _land(lake_dir: Path, env: str, at: datetime, tables: dict, rtt_us: dict | N
     return run_id
 
 
-def _query(path: Path, sql: str, params: list | None = None) -> list[dict]:
-    con = warehouse.connect_read_only(path)
-    try:
-        cursor = con.execute(sql, params or [])
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    finally:
-        con.close()
-
-
 def test_a_frozen_replicas_lag_is_flagged(newest_binary, tmp_path):
     """The replica stopped (SIGSTOP) while 2 MB are written to its primary: its lag, read
     from the primary's view of what it acknowledged, passes the environment's thresholds
@@ -112,7 +102,7 @@ def test_a_frozen_replicas_lag_is_flagged(newest_binary, tmp_path):
         _land(lake, "cache", FIRST, healthy)
         last = _land(lake, "cache", FIRST + timedelta(days=1), frozen)
     path = warehouse.build(Lake.at(lake), tmp_path / "w.duckdb")
-    flagged = _query(
+    flagged = lakes.query(
         path, "select address, lagging from report_topology_nodes where run_id = ?", [last]
     )
     assert [r["address"] for r in flagged if r["lagging"]] == [f"127.0.0.1:{replica}"]
@@ -198,7 +188,7 @@ def test_a_cluster_failover_and_a_resharding_are_environment_changes(newest_bina
     path = warehouse.build(Lake.at(lake), tmp_path / "w.duckdb")
     changed = {
         r["env"]: r
-        for r in _query(
+        for r in lakes.query(
             path,
             "select e.env, e.environment_changed, c.topology_change from run_environment as e"
             " left join topology_changes as c on c.run_id = e.run_id and c.env = e.env"
@@ -220,7 +210,7 @@ def test_a_cluster_failover_and_a_resharding_are_environment_changes(newest_bina
     after_it = lakes.stable_run_id(FIRST + timedelta(days=2), "shop")
     rows = {
         (r["env"], r["run_id"]): r["environment_changed"]
-        for r in _query(path, "select env, run_id, environment_changed from run_environment")
+        for r in lakes.query(path, "select env, run_id, environment_changed from run_environment")
     }
     assert rows[("shop", resharding)] and not rows[("shop", after_it)]
     assert rows[(demoted, resharding)] and rows[(untouched, resharding)]
@@ -228,7 +218,7 @@ def test_a_cluster_failover_and_a_resharding_are_environment_changes(newest_bina
     assert not rows[(third_member, resharding)]
     verdicts = {
         r["env"]: r
-        for r in _query(
+        for r in lakes.query(
             path, "select env, verdict, regressions from verdicts where run_id = ?", [last]
         )
     }

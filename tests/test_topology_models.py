@@ -260,19 +260,9 @@ def built(tmp_path_factory) -> Path:
     return warehouse.build(Lake.at(root / "lake"), root / "w.duckdb")
 
 
-def _query(path: Path, sql: str, params: list | None = None) -> list[dict]:
-    con = warehouse.connect_read_only(path)
-    try:
-        cursor = con.execute(sql, params or [])
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    finally:
-        con.close()
-
-
 def _figures(path: Path, env: str, run_id: str | None = None) -> dict[tuple[str, str], float]:
     """(figure, subject) -> value for `env`'s latest full run (or `run_id`)."""
-    rows = _query(
+    rows = lakes.query(
         path,
         "select f.figure, f.subject, f.value from figures as f"
         " where f.env = ? and f.run_id = coalesce(?, (select max(run_id) from figures"
@@ -296,7 +286,7 @@ def test_shard_balance_names_the_shard_holding_every_key(built):
     latest = _figures(built, "shop")
     assert latest[("shard_ops_balance", "")] == pytest.approx(1.5, rel=1e-3)
     assert latest[("shard_cpu_balance", "")] == pytest.approx(1.5, rel=1e-3)
-    balance = _query(
+    balance = lakes.query(
         built,
         "select dimension, largest_shard, largest_member from report_shard_balance"
         " where env = 'shop' and run_id = ?",
@@ -311,7 +301,7 @@ def test_shard_balance_names_the_shard_holding_every_key(built):
 def test_the_clusters_key_total_is_the_sum_of_its_primaries_dbsize(built):
     """cluster_keys = Σ DBSIZE of the primaries' scans, and the per-prefix totals add up."""
     figures = _figures(built, "shop")
-    dbsize = _query(
+    dbsize = lakes.query(
         built,
         "select sum(dbsize_before) as n from keyspace_scan_costs where run_id = ?"
         " and env like 'shop.%'",
@@ -330,7 +320,9 @@ def test_replicas_get_lag_and_a_round_trip_ratio_to_their_primary(built):
     assert figures[("replica_lag_s", "127.0.0.1:7105")] == 1.0
     natures = dict(
         (r["figure"], r["nature"])
-        for r in _query(built, "select distinct figure, nature from figures where env = 'shop'")
+        for r in lakes.query(
+            built, "select distinct figure, nature from figures where env = 'shop'"
+        )
     )
     assert natures["replica_rtt_p50_over_primary"] == "ratio"
     assert natures["replica_lag_bytes"] == "absolute"
@@ -339,7 +331,9 @@ def test_replicas_get_lag_and_a_round_trip_ratio_to_their_primary(built):
 
 def test_resharding_and_a_replica_not_syncing_are_named(built):
     latest = lakes.stable_run_id(FIRST + timedelta(days=1), "shop")
-    row = _query(built, "select * from report_topology where env = 'shop' and run_id = ?", [latest])
+    row = lakes.query(
+        built, "select * from report_topology where env = 'shop' and run_id = ?", [latest]
+    )
     assert row[0]["resharding"] and row[0]["migrating_slots"] == 5
     assert row[0]["replicas_not_syncing"] == 1
     assert "127.0.0.1:7106 (link down)" in row[0]["replicas_not_syncing_named"]
@@ -350,7 +344,7 @@ def test_a_sentinel_failover_is_an_environment_change_never_a_regression(built):
     the master the Sentinels moved; the plain server's series know nothing of Sentinels."""
     env = {
         r["env"]: r
-        for r in _query(
+        for r in lakes.query(
             built,
             "select env, sentinel_failover, environment_changed, previous_master_address"
             " from run_environment where run_id in (select run_id from latest_full_runs)",
@@ -359,21 +353,23 @@ def test_a_sentinel_failover_is_an_environment_change_never_a_regression(built):
     assert env["cache"]["sentinel_failover"] and env["cache"]["environment_changed"]
     assert env["cache"]["previous_master_address"] == "10.0.0.1:6379"
     assert not env["plain"]["environment_changed"]
-    assert not _query(
+    assert not lakes.query(
         built, "select 1 from run_environment where env = 'plain' and environment_changed"
     )
     verdicts = {
         r["env"]: r
-        for r in _query(
+        for r in lakes.query(
             built,
             "select env, verdict from changes where figure = 'rtt_client_p50_us'",
         )
     }
     assert verdicts["plain"]["verdict"] == "regression"
     assert verdicts["cache"]["verdict"] == "environment changed"
-    summary = {r["env"]: r for r in _query(built, "select env, verdict, regressions from verdicts")}
+    summary = {
+        r["env"]: r for r in lakes.query(built, "select env, verdict, regressions from verdicts")
+    }
     assert summary["cache"]["regressions"] == 0
-    failovers = _query(built, "select * from report_sentinel_failovers where env = 'cache'")
+    failovers = lakes.query(built, "select * from report_sentinel_failovers where env = 'cache'")
     assert [f["sentinel_master_address"] for f in failovers] == ["10.0.0.2:6379"]
 
 
@@ -428,10 +424,10 @@ def test_a_lake_from_before_the_topology_family_still_builds(tmp_path):
     lakes.ping(run, rtt_us=50.0, rng=random.Random(1))
     assert not (tmp_path / "lake" / "topology").exists()
     path = warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb")
-    assert _query(path, "select count(*) as n from topology_runs")[0]["n"] == 0
-    assert _query(path, "select count(*) as n from environment_members")[0]["n"] == 0
+    assert lakes.query(path, "select count(*) as n from topology_runs")[0]["n"] == 0
+    assert lakes.query(path, "select count(*) as n from environment_members")[0]["n"] == 0
     assert ("rtt_client_p50_us", "") in _figures(path, "old")
-    facts = _query(path, "select sentinel_master_address, member_of from env_facts")[0]
+    facts = lakes.query(path, "select sentinel_master_address, member_of from env_facts")[0]
     assert facts == {"sentinel_master_address": None, "member_of": None}
     render_reports(path, tmp_path / "out")
     assert "## Topology" not in (tmp_path / "out" / "old.md").read_text()
@@ -482,7 +478,7 @@ def test_a_primary_whose_counter_window_is_not_the_others_is_left_out_of_the_bal
         "127.0.0.1:7102",
         "127.0.0.1:7103",
     }
-    apart = _query(
+    apart = lakes.query(
         path,
         "select shard, window_s, median_window_s from report_shard_windows"
         " where env = 'shop' and run_id = ? and dimension = 'ops' and not comparable",
@@ -504,12 +500,12 @@ def test_a_member_lost_during_the_run_is_not_online_at_its_end(tmp_path):
     path = warehouse.build(Lake.at(tmp_path / "lake"), tmp_path / "w.duckdb")
     nodes = {
         r["address"]: r
-        for r in _query(path, "select * from report_topology_nodes where env = 'shop'")
+        for r in lakes.query(path, "select * from report_topology_nodes where env = 'shop'")
     }
     assert nodes["127.0.0.1:7106"]["health"] == "online"
     assert nodes["127.0.0.1:7106"]["health_at_end"] == "unreachable"
     assert nodes["127.0.0.1:7106"]["is_down"] and not nodes["127.0.0.1:7105"]["is_down"]
-    (shape,) = _query(path, "select * from report_topology where env = 'shop'")
+    (shape,) = lakes.query(path, "select * from report_topology where env = 'shop'")
     assert shape["nodes_down"] == 1
     assert "127.0.0.1:7106 (unreachable, lost during slowlog)" in shape["nodes_down_named"]
     render_reports(path, tmp_path / "out")

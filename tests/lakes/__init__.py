@@ -418,3 +418,16 @@ def recorded(run: Run, tables: Mapping[str, list[dict]], recorded_at: datetime) 
 
     for table, rows in tables.items():
         run.write(table, [{k: value(v) for k, v in row.items()} for row in rows])
+
+
+def query(warehouse_path: Path, sql: str, params: list | None = None) -> list[dict]:
+    """The rows of `sql` on a built warehouse, as dicts (opened read-only, closed after)."""
+    from yardstick.storage import warehouse
+
+    con = warehouse.connect_read_only(warehouse_path)
+    try:
+        cursor = con.execute(sql, params or [])
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    finally:
+        con.close()
