@@ -30,7 +30,7 @@ from yardstick.storage.lakefs import Lake
 from yardstick.tasks import base
 from yardstick.tasks.base import Family, Measured, RunContext, rows_to_table
 from yardstick.tasks.memory import MemoryProfile, MemoryShape
-from yardstick.tasks.throughput import TABLES, ThroughputProfile
+from yardstick.tasks.throughput import PILOT_MIN_REQUESTS, TABLES, ThroughputProfile
 
 # The budget and what lands are the same whatever the server kind (the cluster tests run 6.2).
 pytestmark = [
@@ -174,10 +174,10 @@ def test_a_stop_request_mid_throughput_lands_the_finished_cells(redis_server, tm
         return int(server.info("commandstats").get("cmdstat_set", {}).get("calls", 0))
 
     def stop_after_two_cells() -> None:
-        # Two cells' SETs and one more: two cells have finished (a cell's rows are handed
-        # over before the next cell's redis-benchmark starts).
+        # Two cells' SETs, the first cell's pilot's and one more: two cells have finished (a
+        # cell's rows are handed over before the next cell's redis-benchmark starts).
         deadline = time.monotonic() + 240
-        while sets() <= 2 * CELLS.requests and time.monotonic() < deadline:
+        while sets() <= 2 * CELLS.requests + PILOT_MIN_REQUESTS and time.monotonic() < deadline:
             time.sleep(0.02)
         interrupt.request_stop("a test's stop request")
 

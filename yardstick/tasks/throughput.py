@@ -183,19 +183,7 @@ def run_cell(
             with tool_credentials(env, "throughput") as own:
                 return run_cell(tool, env, profile, cell, own)
         except ToolAuthUnavailable as exc:
-            return [
-                {
-                    **cell,
-                    "started_at": utc_now(),
-                    "requests": profile.requests * cell["pipeline"],
-                    "tool_version": tool.version_text,
-                    "test": t.upper(),
-                    "elapsed_s": 0.0,
-                    "status": "failed",
-                    "error": str(exc),
-                }
-                for t in profile.tests
-            ]
+            return unrun_rows(tool, profile, cell, "failed", exc)
     started_at, cpu_before, start = utc_now(), cpu_times(), time.perf_counter()
     # Deeper pipelines finish the same count far sooner: scale it so every cell runs
     # long enough to be timed.
@@ -365,6 +353,13 @@ def reduced_note(cell: dict, sized: ThroughputProfile, profile: ThroughputProfil
 
 def cut_rows(tool: Tool, profile: ThroughputProfile, cell: dict, cut: Exception) -> list[dict]:
     """The rows of a cell cut halfway (Ctrl-C, the family's bound): status interrupted."""
+    return unrun_rows(tool, profile, cell, "interrupted", cut)
+
+
+def unrun_rows(
+    tool: Tool, profile: ThroughputProfile, cell: dict, status: str, why: Exception
+) -> list[dict]:
+    """One row per test of a cell that gave no figure (`status` failed or interrupted)."""
     return [
         {
             **cell,
@@ -373,8 +368,8 @@ def cut_rows(tool: Tool, profile: ThroughputProfile, cell: dict, cut: Exception)
             "tool_version": tool.version_text,
             "test": test.upper(),
             "elapsed_s": 0.0,
-            "status": "interrupted",
-            "error": str(cut),
+            "status": status,
+            "error": str(why),
         }
         for test in profile.tests
     ]
