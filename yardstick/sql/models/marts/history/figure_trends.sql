@@ -22,10 +22,11 @@
      (a quiet series needs 3, a noisier one waits for more), each at alpha / 2 when they
      differ; a regression or improvement when one is met: p-value at most its level, resting
      on 2 runs or more, a change of at least min_alarm_share;
-   - beside it, a scan over the runs since a change may have begun: for m = 2 to scan_runs,
-     the mean of the last m runs (each clipped at scan_clip σ) against the median of the 30
-     comparable runs before those scan_runs (none of them in its own reference), in standard
-     errors σ √(1/m + π/2n); a change when its largest score reaches scan_threshold (a
+   - beside it, a scan over the runs since a change may have begun: for each m of
+     scan_lengths (3, 5, 7, 10), the mean of the last m runs (each clipped at scan_clip σ)
+     against the level of the 30 comparable runs before those scan_runs (none of them in its
+     own reference; their mean, each clipped at scan_clip σ from their median), in standard
+     errors σ √(1/m + 1/n); a change when its largest score reaches scan_threshold (a
      calibrated threshold, not a p-value: bench/verdicts.py), a change of min_alarm_share, a
      reference of min_baseline runs. Its window is bounded, so the tail state recomputes it;
      verdict_test says which test said the change;
@@ -44,16 +45,19 @@
 {% set scan_runs = var('verdict_scan_runs') %}
 {% set scan_h = var('verdict_scan_threshold') %}
 {% set scan_clip = var('verdict_scan_clip') %}
+{% set scan_lengths = var('verdict_scan_lengths') %}
 {% if k < 2 or k_max < k or min_baseline < k + 3 %}
     {{ exceptions.raise_compiler_error(
         "dbt vars verdict_recent_runs " ~ k ~ ", verdict_max_recent_runs " ~ k_max
         ~ " and verdict_min_baseline " ~ min_baseline ~ ": the test needs 2 recent runs or more,"
         ~ " at most verdict_max_recent_runs, and a baseline of at least verdict_recent_runs + 3 runs") }}
 {% endif %}
-{% if scan_runs < 2 or scan_h <= 0 or scan_clip <= 0 %}
+{% if scan_runs < 2 or scan_h <= 0 or scan_clip <= 0 or not scan_lengths
+    or scan_lengths | min < 2 or scan_lengths | max > scan_runs %}
     {{ exceptions.raise_compiler_error(
-        "dbt vars verdict_scan_runs " ~ scan_runs ~ ", verdict_scan_threshold " ~ scan_h
-        ~ " and verdict_scan_clip " ~ scan_clip ~ ": the scan needs 2 runs or more,"
+        "dbt vars verdict_scan_runs " ~ scan_runs ~ ", verdict_scan_lengths " ~ scan_lengths
+        ~ ", verdict_scan_threshold " ~ scan_h ~ " and verdict_scan_clip " ~ scan_clip
+        ~ ": the scan needs lengths of 2 runs or more, none longer than its window,"
         ~ " a positive threshold and a positive clip") }}
 {% endif %}
 {% set z_crit = z_critical(alpha) %}
@@ -162,6 +166,7 @@ windows as (
         mad(baseline_value) over scan_reference as scan_reference_mad,
         stddev_samp(baseline_value) over scan_reference as scan_reference_sd,
         count(baseline_value) over scan_reference as scan_reference_n,
+        list(baseline_value) over scan_reference as scan_reference_runs,
         list({ 'v': judged_value, 'at': started_at }) over scan_window as scan_window_runs,
         /* The last runs (this one and up to k_max - 1 before it), oldest first. */
         list({ 'v': judged_value, 'at': started_at }) over recent as recent_runs,
@@ -375,6 +380,21 @@ scan_noise as (
     from significant
 ),
 
+scan_referenced as (
+    /* The scan's reference level: the mean of its 30 runs, each clipped at scan_clip σ from
+       their median. As robust as the median to a wild run, and its error is σ/√n on
+       Gaussian and uniform noise alike, where the median's is √(π/2) and √3 times that (a
+       median reference counted at π/2n let uniform noise alarm 0.67 % of nights). */
+    select
+        *,
+        list_avg(list_transform(
+            list_filter(scan_reference_runs, lambda x: x is not null),
+            lambda x: greatest(least(x, scan_reference_median + {{ scan_clip }} * scan_sigma),
+                scan_reference_median - {{ scan_clip }} * scan_sigma)
+        )) as scan_reference_level,
+    from scan_noise
+),
+
 scan_scored as (
     /* Each run of the scan's window in σ from the reference median, clipped at ±scan_clip:
        a heavy-tailed run weighs no more than that, the robust part the several-run test
@@ -382,21 +402,30 @@ scan_scored as (
     select
         *,
         list_transform(scan_window_runs, lambda r: greatest(least(
-            (r.v - scan_reference_median) / nullif(scan_sigma, 0), {{ scan_clip }}), -{{ scan_clip }}))
+            (r.v - scan_reference_level) / nullif(scan_sigma, 0), {{ scan_clip }}), -{{ scan_clip }}))
             as scan_z,
-    from scan_noise
+    from scan_referenced
+),
+
+scan_lengths as (
+    /* The lengths scanned (scan_lengths, those the window holds yet): a few, not every m
+       from 2 to the window, so each spends a larger share of the false-alarm budget (the
+       scores of neighbouring m are nearly the same test). */
+    select
+        *,
+        list_filter({{ scan_lengths | list | sort }}, lambda m: m <= len(scan_z)) as scan_ms,
+    from scan_scored
 ),
 
 scan_sums as (
-    /* The scan: for each m from 2 to the window, the mean z of the last m runs in standard
-       errors of its difference from the reference median, √(1/m + π/2n) (the median's error
-       is shared by every run summed, so it is counted once, not m times). Position i is
-       m = i + 1. */
+    /* The scan: for each length m, the mean z of the last m runs in standard errors of its
+       difference from the reference level, √(1/m + 1/n) (the reference's error is shared by
+       every run summed, so it is counted once, not m times). Position i is scan_ms[i]. */
     select
         *,
-        list_transform(range(2, len(scan_z) + 1), lambda m: list_sum(scan_z[-m:]) / m
-            / sqrt(1 / m + pi() / (2 * scan_reference_n))) as scan_scores,
-    from scan_scored
+        list_transform(scan_ms, lambda m: list_sum(scan_z[-m:]) / m
+            / sqrt(1 / m + 1 / scan_reference_n)) as scan_scores,
+    from scan_lengths
 ),
 
 scan_sided as (
@@ -406,11 +435,11 @@ scan_sided as (
         *,
         case when -list_min(scan_scores) >= list_max(scan_scores) then -1 else 1 end as scan_sign,
         greatest(-list_min(scan_scores), list_max(scan_scores)) as scan_score,
-        1 + case
+        scan_ms[case
             when -list_min(scan_scores) >= list_max(scan_scores)
                 then list_position(scan_scores, list_min(scan_scores))
             else list_position(scan_scores, list_max(scan_scores))
-        end as scan_k,
+        end] as scan_k,
     from scan_sums
 ),
 
@@ -427,7 +456,7 @@ scan_level as (
 scan_tested as (
     select
         *,
-        (scan_value - scan_reference_median) / nullif(abs(scan_reference_median), 0) as scan_share,
+        (scan_value - scan_reference_level) / nullif(abs(scan_reference_level), 0) as scan_share,
     from scan_level
 ),
 
@@ -459,7 +488,7 @@ chosen as (
             else {{ col }}_long
         end as chosen_{{ col }},
         {% endfor %}
-        {% for col, scan_col in [('reference_median', 'scan_reference_median'),
+        {% for col, scan_col in [('reference_median', 'scan_reference_level'),
             ('noise_sigma', 'scan_sigma'), ('reference_n', 'scan_reference_n')] %}
         case
             when not (met_short or met_long) and met_scan then {{ scan_col }} else {{ col }}
