@@ -18,7 +18,7 @@ select
             /* the scan, said again tonight, has no p-value: its threshold is calibrated */
             || coalesce(printf(', p = %.2g', p_value), '') || ')'
         when verdict in ('regression', 'improvement', 'changed') and verdict_test = 'scan' then printf(
-            'scan since %s: %+.1f %% over %d runs against the median of the %d before them'
+            'scan since %s: %+.1f %% over %d runs against the clipped mean of the %d before them'
             || ' (noise σ %.1f %%, %.1f σ of its error, threshold %g over up to %d runs)',
             strftime(change_since, '%Y-%m-%d'), change_share * 100, recent_n, reference_n,
             noise_sigma_share * 100, abs(change_score), {{ var('verdict_scan_threshold') }},
