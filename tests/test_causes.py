@@ -11,12 +11,22 @@ from pathlib import Path
 
 import pytest
 from conftest import open_warehouse
-from lakes import benchmark, cell, commandstats_snapshot, fingerprint, new_run, runs_row, steps
-from lakes import slowlog_collection
+from lakes import (
+    benchmark,
+    cell,
+    commandstats_snapshot,
+    fingerprint,
+    new_run,
+    runs_row,
+    slowlog_collection,
+    steps,
+)
 from test_history import NIGHTLY, START
 from typer.testing import CliRunner
 
 from yardstick.app.cli import app
+from yardstick.flows import announce
+from yardstick.reports.render import render_reports
 from yardstick.storage import delta, warehouse
 from yardstick.storage.lakefs import Lake
 
@@ -88,3 +98,37 @@ def test_a_step_with_nothing_else_says_so(warehouse_path):
     assert causes(warehouse_path, "alone") == [
         (1, "nothing", "nothing else moved", False, "nothing else moved")
     ]
+
+
+def test_changes_and_the_verdict_event_carry_the_causes(warehouse_path):
+    runner = CliRunner()
+    table = runner.invoke(
+        app, ["changes", "--env", "config", "--warehouse", str(warehouse_path)], terminal_width=400
+    )
+    assert table.exit_code == 1, table.output
+    assert "likely: appendfsync everysec → always" in table.output, table.output
+    out = runner.invoke(
+        app, ["changes", "--env", "alone", "--warehouse", str(warehouse_path), "--format", "json"]
+    )
+    rows = json.loads(out.output)["changes"]
+    moved = [r for r in rows if r["figure"] == SPEEDUP[0]][0]
+    assert (moved["causes_line"], moved["causes"]) == ("nothing else moved", [])
+    out = runner.invoke(
+        app, ["changes", "--env", "slow", "--warehouse", str(warehouse_path), "--format", "json"]
+    )
+    moved = [r for r in json.loads(out.output)["changes"] if r["figure"] == SPEEDUP[0]][0]
+    assert moved["causes"][0]["candidate"] == "slowlog keys (2 args)", moved
+    events = {e["payload"]["env"]: e for e in announce.verdict_events(str(warehouse_path))}
+    figure = [f for f in events["config"]["payload"]["moved"] if f["figure"] == SPEEDUP[0]][0]
+    assert figure["cause_list"][0]["candidate"] == "appendfsync", figure
+    assert figure["causes"].startswith("likely: appendfsync everysec → always"), figure
+    assert "likely: appendfsync" in announce.message(events["config"]["payload"])[1]
+
+
+def test_the_report_row_says_what_else_moved(warehouse_path, tmp_path):
+    render_reports(warehouse_path, tmp_path)
+    first_screen = "\n".join((tmp_path / "config.md").read_text().splitlines()[:14])
+    assert "| what else moved |" in first_screen
+    assert "likely: appendfsync everysec → always on 2026-01-19's run" in first_screen
+    alone = "\n".join((tmp_path / "alone.md").read_text().splitlines()[:14])
+    assert "| nothing else moved |" in alone, alone
