@@ -17,7 +17,8 @@
    dbt_project.yml causes_*): an environment fact changed within the first causes_env_runs
    runs of the change; a number moved by causes_min_z robust σ of its reference window or
    more and by causes_min_share of its reference median or more (a slow command absent
-   from the whole reference window and present in the change window is new: likely). An
+   from the whole reference window and present in the change window is new: likely; so is a
+   command new in commandstats). An
    update first removes the causes of every environment whose latest full run is in its
    batch, as changes does. */
 {{ config(
@@ -111,7 +112,7 @@ numbers as (
     select run_id, env, 'workload', command || ' usec_per_call', null, usec_per_call, 'µs',
     from commands
     union all
-    select run_id, env, 'workload', candidate, null, value, 'entries', from slow
+    select run_id, env, 'workload', candidate, null, value, 'entries/run', from slow
     union all
     select run_id, env, 'workload', 'prefix ' || prefix || ' keys', null, keys_estimated, 'keys',
     from {{ ref('keyspace_prefixes') }}
@@ -259,11 +260,12 @@ scored as (
         greatest(1.4826 * coalesce(before_mad, 0), 0.01 * abs(coalesce(before_number, 0)))
             as noise_sigma,
         (after_number - before_number) / nullif(abs(before_number), 0) as move_share,
-        /* A slow command absent from the whole reference window: new. */
-        kind = 'workload' and candidate like 'slowlog %' and coalesce(before_n, 0) = 0
-            and after_n > 0 as is_new,
+        /* A slow command, or a command of commandstats, absent from the whole reference
+           window: new (no noise to size it against, and nothing the figure ran before). */
+        kind = 'workload' and (candidate like 'slowlog %' or candidate like '% calls/s')
+            and coalesce(before_n, 0) = 0 and after_n > 0 as is_new,
     from number_windows
-    /* a slow command seen in neither window is no candidate */
+    /* a command seen in neither window is no candidate */
     where after_n > 0
 ),
 
@@ -283,8 +285,9 @@ numeric as (
             false
         ) as likely,
         case
-            when is_new then printf('%s: new, in %d runs since the change (median %.4g a run), none before',
-                candidate, after_n, after_number)
+            when is_new then printf(
+                '%s: new, in %d runs since the change (median %.4g %s), none before',
+                candidate, after_n, after_number, unit)
             else printf('%s %.4g → %.4g %s (%+.0f %%, %.1f σ)', candidate,
                 before_number, after_number, unit,
                 move_share * 100, (after_number - before_number) / nullif(noise_sigma, 0))
@@ -302,12 +305,14 @@ candidates as (
 
 ranked as (
     /* Likely first; among them a changed environment fact (a discrete change at the
-       change's start), a new slow command, then the largest move in its own σ. */
+       change's start), a new command (the SLOWLOG's first: it names the argument shape),
+       then the largest move in its own σ. */
     select
         *,
         row_number() over (
             partition by env, figure, subject, change_since
             order by likely desc, kind = 'environment' desc, is_new desc,
+                candidate like 'slowlog %' desc,
                 least(abs(coalesce(robust_z, 1e9)), 1e9) desc, candidate
         ) as cause_rank,
     from candidates
