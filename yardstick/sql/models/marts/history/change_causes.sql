@@ -36,7 +36,7 @@
 {% set min_z = var('causes_min_z') %}
 {% set min_share = var('causes_min_share') %}
 {% set env_runs = var('causes_env_runs') %}
-{% set top = var('causes_top') %}
+{% set min_calls = var('causes_min_calls') %}
 
 with latest_runs as (
     select l.run_id, l.env
@@ -82,7 +82,10 @@ facts as (
 ),
 
 commands as (
-    /* commandstats per run and command, over the intervals that ended in it (not reset). */
+    /* commandstats per run and command, over the intervals that ended in it (not reset);
+       only a command called causes_min_calls times or more in the run: below, its
+       usec_per_call is a quantized ratio of integers and its rate that of the collectors'
+       own few calls between two snapshots. */
     select
         run_id, env, command,
         sum(calls_delta) / nullif(sum(interval_s), 0) as calls_per_s,
@@ -90,6 +93,7 @@ commands as (
     from {{ ref('counter_intervals') }}
     where not counters_reset and interval_s > 0
     group by all
+    having sum(calls_delta) >= {{ min_calls }}
 ),
 
 slow as (
@@ -286,7 +290,7 @@ numeric as (
         ) as likely,
         case
             when is_new then printf(
-                '%s: new, in %d runs since the change (median %.4g %s), none before',
+                '%s: new, in %d runs since the change (median %.4g %s), in none of the reference window',
                 candidate, after_n, after_number, unit)
             else printf('%s %.4g → %.4g %s (%+.0f %%, %.1f σ)', candidate,
                 before_number, after_number, unit,
