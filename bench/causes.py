@@ -23,6 +23,7 @@ for steady, the share with any cause row at all (target 0). Small check: --tiny 
 from __future__ import annotations
 
 import random
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -115,11 +116,25 @@ def main() -> None:
     harness = Bench("causes", __doc__, rounds=None, tiny="1 replicate a scenario")
     harness.add_argument("--replicates", type=int, default=20)
     harness.add_argument("--seed", type=int, default=7)
-    harness.add_argument("--root", type=Path, help="work folder (default: a temporary one)")
+    harness.add_argument("--root", type=Path, help="where its work folder goes (default: /tmp)")
+    harness.add_argument("--keep", action="store_true", help="keep the lake and warehouse")
     args = harness.parse()
     replicates = 1 if args.tiny else args.replicates
     rng = random.Random(args.seed)
-    root = Path(args.root or tempfile.mkdtemp(prefix="bench-causes-"))
+    if args.root:
+        args.root.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="bench-causes-", dir=args.root))
+    try:
+        first = rank_firsts(root, replicates, rng)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    report(harness, args, first, replicates)
+
+
+def rank_firsts(root: Path, replicates: int, rng: random.Random) -> dict[str, tuple]:
+    """Land every scenario, build once: each environment's first cause (kind, candidate,
+    likely) of its pipelining change."""
     lake_dir = root / "lake"
     with delta.batch(Lake.at(lake_dir), "bench causes"):
         for sc in SCENARIOS:
@@ -137,7 +152,11 @@ def main() -> None:
         ).fetchall()
     finally:
         con.close()
-    first = {env: (kind, candidate, likely) for env, kind, candidate, likely in rows}
+    return {env: (kind, candidate, likely) for env, kind, candidate, likely in rows}
+
+
+def report(harness: Bench, args, first: dict[str, tuple], replicates: int) -> None:
+    """Print the table and the targets; record the figures."""
     figures: dict[str, dict] = {}
     planted_hits = planted_n = 0
     print("| scenario | series | judged | first cause right / named |")
