@@ -282,6 +282,16 @@ def check_verdicts(record: dict, out: str) -> None:
     assert record["otava"].startswith("not asked") and "margin (points)" in out
 
 
+def check_causes(record: dict, out: str) -> None:
+    """Every scenario counted, and the three targets recorded (met or missed)."""
+    bench = _load("causes")
+    assert set(record["scenarios"]) == {sc.name for sc in bench.SCENARIOS}
+    names = {m["name"]: m for m in record["metrics"]}
+    for target in ("planted_ranked_first", "alone_cause_named", "steady_any_cause_row"):
+        assert isinstance(names[target]["met"], bool), names
+    assert "planted cause ranked first:" in out
+
+
 def _no_redis_benchmark() -> str | None:
     """Why the probe-overhead bench cannot run here (it times redis-benchmark)."""
     from yardstick.host.tools import find_tool
@@ -292,6 +302,7 @@ def _no_redis_benchmark() -> str | None:
 E2E = (pytest.mark.e2e,)
 AGNOSTIC = (pytest.mark.server_agnostic,)  # the bench's own servers: not rerun per server
 CASES: dict[str, Case] = {
+    "causes": Case(check_causes, root=True),
     "cli_latency": Case(check_cli_latency, root=True, marks=E2E),
     "cluster": Case(check_cluster, root=True, marks=E2E + AGNOSTIC, skip=_cluster_unavailable),
     "collect_round": Case(check_collect_round, root=True, marks=E2E + AGNOSTIC),

@@ -865,6 +865,11 @@ def changes(
     crashed = reading.crashed_runs(con, chosen)
     regression = any(row["verdict"] == "regression" for row in rows)
     if output is listing.Format.json:
+        causes = reading.change_causes(con, chosen)
+        for row in rows:
+            # What else moved (marts.change_causes): its line, and its causes top first.
+            line, found = causes.get((row["env"], row["figure"], row["subject"]), (None, []))
+            row.update(causes_line=line, causes=found)
         listing.print_json({"verdicts": summaries, "changes": rows, "crashed": crashed})
         raise typer.Exit(1 if regression else 0)
     columns = list(rows[0]) if rows else reading.change_columns(con)
@@ -884,6 +889,7 @@ def changes(
         listing.say(console, line)
     if rows:
         evidence = reading.change_evidence(con, chosen)
+        causes = reading.change_causes(con, chosen)
         extra = [c for c in columns if c not in _CHANGES_SHOWN]
         head = ["environment", "figure", "subject", "nature", "value", "baseline", "change"]
         colours = {"regression": "red", "improvement": "green", "unconfirmed": "yellow"}
@@ -901,11 +907,12 @@ def changes(
                     f"{share * 100:+.1f} %" if share is not None else "",
                     f"{r['verdict']}{_said(r)}",
                     evidence.get((r["env"], r["figure"], r["subject"])) or "",
+                    causes.get((r["env"], r["figure"], r["subject"]), ("",))[0] or "",
                     *("" if r[c] is None else str(listing.plain(r[c])) for c in extra),
                 ]
             )
         table = listing.Listing(
-            [*head, "verdict", "evidence", *extra],
+            [*head, "verdict", "evidence", "what else moved", *extra],
             shown,
             title="tonight's verdict (the latest full run of each environment)",
             shown=shown,

@@ -52,7 +52,7 @@ def verdict_events(warehouse_path: str, run_id: str | None = None) -> list[dict]
                 "select figure, subject, verdict, nature, unit, value, baseline_median,"
                 " change_share, noise_share, first_night, standing, recent_n, reference_n,"
                 " noise_sigma_share, change_score, p_value, single_p_value, change_since,"
-                " evidence, verdict_test from report_changes"
+                " evidence, verdict_test, causes, cause_list from report_changes"
                 " where env = ? and run_id = ? and verdict in"
                 " ('regression', 'improvement', 'changed', 'unconfirmed')",
                 [summary["env"], summary["run_id"]],
@@ -131,11 +131,14 @@ def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
             "since": since.isoformat() if since is not None else None,
             "evidence": evidence,
             "test": test,  # 'several-run' or 'scan': the test that said the change
+            # What else moved: "likely: …" or "nothing else moved" (marts.change_causes).
+            "causes": causes,
+            "cause_list": [_cause(c) for c in cause_list or []],
         }
         for (
             figure, subject, verdict, nature, unit, value, baseline, share, band, first,
             standing, recent_n, reference_n, sigma, score, p_value, single_p, since, evidence,
-            test,
+            test, causes, cause_list,
         ) in moved
     ]  # fmt: skip
     return {
@@ -163,6 +166,17 @@ def _event(summary: dict, moved: list[tuple], crashed: list[tuple]) -> dict:
             "crashed_runs": [{"run_id": run, "why": why} for run, why in crashed],
         },
     }
+
+
+def _cause(cause: dict) -> dict:
+    """One likely cause as JSON: its time as ISO 8601, its shares rounded."""
+    out = dict(cause)
+    if out.get("moved_at") is not None:
+        out["moved_at"] = out["moved_at"].isoformat()
+    for name in ("move_share", "robust_z", "same_run_ratio"):
+        if out.get(name) is not None:
+            out[name] = round(out[name], 4)
+    return out
 
 
 def outcome_events(outcomes: list, run_id: str, profile: str, why: str | None) -> list[dict]:
@@ -213,6 +227,7 @@ def message(payload: dict) -> tuple[str, str]:
         lines.append(
             f"- {f['verdict']}: {f['figure']}{subject_part} {f['change_pct']:+.1f} %"
             + (f": {f['evidence']}" if f.get("evidence") else "")
+            + (f"; {f['causes']}" if f.get("causes") else "")
         )
     lines += [f"- crashed run {c['run_id']}: {c['why']}" for c in payload["crashed_runs"]]
     if payload.get("topology_change"):

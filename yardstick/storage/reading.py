@@ -214,3 +214,16 @@ def change_evidence(con, envs: list[str]) -> dict[tuple[str, str, str], str]:
         "select env, figure, subject, evidence from report_changes where env in ?", [envs]
     ).fetchall()
     return {(env, figure, subject): evidence for env, figure, subject, evidence in rows}
+
+
+def change_causes(con, envs: list[str]) -> dict[tuple[str, str, str], tuple[str, list[dict]]]:
+    """The likely causes of each regression and improvement, by (env, figure, subject): their
+    line ("likely: …" or "nothing else moved") and their list, top first."""
+    rows = con.execute(
+        "select env, figure, subject, causes, cause_list from report_change_causes where env in ?",
+        [envs],
+    ).fetchall()
+    return {
+        (env, figure, subject): (line, list(items or []))
+        for env, figure, subject, line, items in rows
+    }

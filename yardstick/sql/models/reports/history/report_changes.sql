@@ -1,7 +1,7 @@
 /* What moved in an environment's latest full run, or could not be judged: one row per figure
    and subject, for the first screen of that environment's report (steady and new left out). */
 select
-    run_id, env, figure, subject, value, unit, nature, baseline_median, baseline_n,
+    t.run_id, t.env, t.figure, t.subject, value, unit, nature, baseline_median, baseline_n,
     change_share, noise_band, noise_share, direction, verdict, first_night, standing, verdict_test,
     profile, series,
     recent_value, recent_n, reference_median, reference_n, noise_sigma_share, change_score,
@@ -35,11 +35,15 @@ select
             'changes under %.0f %% cannot be seen in this series (noise σ %.1f %%, %d runs of reference)',
             ceil(visible_change_share * 100), noise_sigma_share * 100, reference_n)
     end as evidence,
-from {{ ref('changes') }}
+    /* What else moved with a regression or improvement (report_change_causes). */
+    c.causes, c.cause_list,
+from {{ ref('changes') }} as t
+left join {{ ref('report_change_causes') }} as c
+    on c.env = t.env and c.figure = t.figure and c.subject = t.subject and c.run_id = t.run_id
 where verdict not in ('steady', 'new')
 order by
     case verdict
         when 'regression' then 0 when 'improvement' then 1 when 'changed' then 2
         when 'environment changed' then 3 when 'unconfirmed' then 4 else 5
     end,
-    abs(change_share) desc nulls last, figure, subject
+    abs(change_share) desc nulls last, t.figure, t.subject

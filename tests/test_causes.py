@@ -1,0 +1,134 @@
+"""Likely causes (marts.change_causes) on a synthetic lake: a step planted beside a configuration
+change, beside a slow command of the application, beside nothing; and what the verdict's
+readers (`yardstick changes`, the verdict event, the report row) say of them."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from conftest import open_warehouse
+from lakes import (
+    benchmark,
+    cell,
+    commandstats_snapshot,
+    fingerprint,
+    new_run,
+    runs_row,
+    slowlog_collection,
+    steps,
+)
+from test_history import NIGHTLY, START
+from typer.testing import CliRunner
+
+from yardstick.app.cli import app
+from yardstick.flows import announce
+from yardstick.reports.render import render_reports
+from yardstick.storage import delta, warehouse
+from yardstick.storage.lakefs import Lake
+
+NIGHTS, STEP = 24, 18  # a step on night 18: 18 nights of reference, 6 since
+SPEEDUP = "pipeline_speedup", "set c1 3B"
+
+
+def land_night(
+    lake_dir: Path, env: str, day: int, speedup: float, appendfsync: str, slow_ids: list[int]
+) -> None:
+    """One night of `env`: a 2-cell benchmark giving `speedup`, its fingerprint with
+    `appendfsync`, a commandstats snapshot and a SLOWLOG read of `slow_ids`."""
+    run = new_run(lake_dir, env, START + timedelta(days=day))
+    steps(run, {"throughput": NIGHTLY})
+    runs_row(run, "nightly", finished_at=run.at, url="redis://x:1/0")
+    fingerprint(run, facts={("config", "appendfsync"): appendfsync})
+    benchmark(run, [cell("SET", 1, p, v) for p, v in ((1, 1e5), (16, 1e5 * speedup))])
+    commandstats_snapshot(run, {"set": 1000 * (day + 1), "get": 500 * (day + 1)}, uptime_s=day)
+    slowlog_collection(run, slow_ids)
+
+
+@pytest.fixture(scope="module")
+def warehouse_path(tmp_path_factory) -> Path:
+    """One lake, one environment per story, built once."""
+    root = tmp_path_factory.mktemp("causes")
+    lake_dir = root / "lake"
+    rng = random.Random(7)
+    with delta.batch(Lake.at(lake_dir), "test causes"):
+        for day in range(NIGHTS):
+            after = day >= STEP
+            level = (8.0 if after else 10.0) * (1 + rng.gauss(0, 0.01))
+            # appendfsync everysec → always on the step's night
+            land_night(lake_dir, "config", day, level, "always" if after else "everysec", [])
+            # the application's slow KEYS from the step's night (even ids: not the tool's)
+            slow = [2 * day + 2] if after else []
+            land_night(lake_dir, "slow", day, level, "everysec", slow)
+            land_night(lake_dir, "alone", day, level, "everysec", [])
+    warehouse.build(Lake.at(lake_dir), root / "w.duckdb")
+    return root / "w.duckdb"
+
+
+def causes(path: Path, env: str) -> list[tuple]:
+    """(rank, kind, candidate, likely, sentence) of the env's pipelining change."""
+    con = open_warehouse(path)
+    try:
+        return con.execute(
+            "select cause_rank, kind, candidate, likely, sentence from change_causes"
+            " where env = ? and figure = ? and subject = ? order by cause_rank",
+            [env, *SPEEDUP],
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def test_a_configuration_change_is_named_first(warehouse_path):
+    found = causes(warehouse_path, "config")
+    assert found, "no regression judged"
+    rank, kind, candidate, likely, sentence = found[0]
+    assert (kind, candidate, likely) == ("environment", "appendfsync", True), found
+    assert sentence.startswith("appendfsync everysec → always on 2026-01-19"), sentence
+
+
+def test_a_new_slow_command_is_named(warehouse_path):
+    found = causes(warehouse_path, "slow")
+    assert found[0][1:4] == ("workload", "slowlog keys (2 args)", True), found
+
+
+def test_a_step_with_nothing_else_says_so(warehouse_path):
+    assert causes(warehouse_path, "alone") == [
+        (1, "nothing", "nothing else moved", False, "nothing else moved")
+    ]
+
+
+def test_changes_and_the_verdict_event_carry_the_causes(warehouse_path):
+    runner = CliRunner()
+    table = runner.invoke(
+        app, ["changes", "--env", "config", "--warehouse", str(warehouse_path)], terminal_width=400
+    )
+    assert table.exit_code == 1, table.output
+    assert "likely: appendfsync everysec → always" in table.output, table.output
+    out = runner.invoke(
+        app, ["changes", "--env", "alone", "--warehouse", str(warehouse_path), "--format", "json"]
+    )
+    rows = json.loads(out.output)["changes"]
+    moved = [r for r in rows if r["figure"] == SPEEDUP[0]][0]
+    assert (moved["causes_line"], moved["causes"]) == ("nothing else moved", [])
+    out = runner.invoke(
+        app, ["changes", "--env", "slow", "--warehouse", str(warehouse_path), "--format", "json"]
+    )
+    moved = [r for r in json.loads(out.output)["changes"] if r["figure"] == SPEEDUP[0]][0]
+    assert moved["causes"][0]["candidate"] == "slowlog keys (2 args)", moved
+    events = {e["payload"]["env"]: e for e in announce.verdict_events(str(warehouse_path))}
+    figure = [f for f in events["config"]["payload"]["moved"] if f["figure"] == SPEEDUP[0]][0]
+    assert figure["cause_list"][0]["candidate"] == "appendfsync", figure
+    assert figure["causes"].startswith("likely: appendfsync everysec → always"), figure
+    assert "likely: appendfsync" in announce.message(events["config"]["payload"])[1]
+
+
+def test_the_report_row_says_what_else_moved(warehouse_path, tmp_path):
+    render_reports(warehouse_path, tmp_path)
+    first_screen = "\n".join((tmp_path / "config.md").read_text().splitlines()[:14])
+    assert "| what else moved |" in first_screen
+    assert "likely: appendfsync everysec → always on 2026-01-19's run" in first_screen
+    alone = "\n".join((tmp_path / "alone.md").read_text().splitlines()[:14])
+    assert "| nothing else moved |" in alone, alone
