@@ -107,8 +107,11 @@ REFERENCE = {
     """,
     "keyspace_types": """
         select run_id, env, type, count(*) as keys, sum(elements) as elements,
+            count(elements) as elements_read,
             sum(memory_usage_bytes) as memory_usage_bytes, avg(memory_usage_bytes) as mean_bytes,
-            first(key order by elements desc nulls last, key) as biggest_by_elements,
+            -- only among keys whose element count was read (none: no key named)
+            first(key order by elements desc, key) filter (elements is not null)
+                as biggest_by_elements,
             max(elements) as max_elements,
             first(key order by memory_usage_bytes desc nulls last, key) as biggest_by_bytes,
             max(memory_usage_bytes) as max_bytes,
