@@ -245,9 +245,9 @@ def table_owners() -> dict[str, str]:
     return owners
 
 
-# Tables a run lands only when asked (the environments file's `rebaseline:` entries): a real
-# run of any kind has none, so the real shape never holds them.
-LANDED_ON_REQUEST = {"rebaselines"}
+# Tables a run lands only when asked or met (the environments file's `rebaseline:` entries;
+# module key types, on a server with a module's keys): the real shape's runs have none.
+LANDED_ON_REQUEST = {"rebaselines", "keyspace_module_types"}
 
 
 def declared_tables(kind: str) -> set[str]:
@@ -257,14 +257,12 @@ def declared_tables(kind: str) -> set[str]:
 
     collection = kind.endswith("_collection")
     scratch = kind.startswith("scratch")
-    tables = {
-        table for table, owner in table_owners().items() if owner == "run"
-    } - LANDED_ON_REQUEST
+    tables = {table for table, owner in table_owners().items() if owner == "run"}
     for family in families().values():
         if (collection and not family.collected) or (not scratch and family.scratch_only):
             continue
         tables |= set(family.tables)
-    return tables
+    return tables - LANDED_ON_REQUEST
 
 
 def unknown_tables() -> dict[str, list[str]]:
