@@ -171,7 +171,7 @@ def test_quick_runs_on_redis_8_2_and_with_a_module_holding_keys(
     assert {"graphdata", "string"} <= {t for t, *_ in keys}, keys
     assert errors == (0, 0)
     graph_report = (tmp_path / "out" / "graph.md").read_text()
-    assert f"| graphdata | {GRAPHS} |" in graph_report  # the key space's table by type
+    assert f"| graphdata (module) | {GRAPHS} |" in graph_report  # the key space's table by type
 
 
 def test_a_slowlog_collection_of_valkey_names_valkey_before_any_fingerprint(
