@@ -139,7 +139,7 @@ def test_a_run_on_a_terminal_shows_each_environment_and_its_family(redis_server,
     expected = expected_durations(tmp_path / "w.duckdb", "quick")
     assert expected[("alpha", "round_trip")] > 0 and expected[("", "slowlog")] >= 0
     # The live lines are gone at the end; the summary table stays.
-    assert not any("families done" in line for line in final)
+    assert not any("families done" in line for line in final), text
     assert any("alpha" in line and "ok" in line for line in final)
 
 

@@ -323,7 +323,11 @@ def _run_flow(flow, verbose: bool, plans, expected, host_groups=None, **paramete
     from prefect.states import Completed, State
 
     from yardstick import engine
-    from yardstick.app.progress import RunProgress, shared_console_logging
+    from yardstick.app.progress import (
+        RunProgress,
+        console_on_its_own_descriptor,
+        shared_console_logging,
+    )
     from yardstick.flows.plan import MAX_PARALLEL_GROUPS
 
     api = bool(os.environ.get("PREFECT_API_URL"))
@@ -340,6 +344,7 @@ def _run_flow(flow, verbose: bool, plans, expected, host_groups=None, **paramete
         max_groups=MAX_PARALLEL_GROUPS,
     )
     with ExitStack() as stack:
+        stack.enter_context(console_on_its_own_descriptor(err))
         stack.enter_context(shared_console_logging(err, verbose))
         if not api:
             # Nothing may start Prefect's ephemeral server behind the run's back: a client

@@ -70,6 +70,34 @@ def shared_console_logging(console: Console, verbose: bool) -> Iterator[None]:
             handler.setLevel(level)
 
 
+@contextmanager
+def console_on_its_own_descriptor(console: Console) -> Iterator[None]:
+    """A terminal console writes through its own copy of descriptor 2 while the block runs.
+
+    delta-rs calls point descriptor 2 at a pipe that a thread drains to the terminal
+    (storage/panics.py); live lines and log lines written through that pipe could land
+    after, or inside, lines written directly and leave stale live lines on the screen.
+    """
+    import os
+    import sys
+
+    if not console.is_terminal:
+        yield
+        return
+    try:
+        fd = os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # no real descriptor behind stderr
+        yield
+        return
+    previous = console._file  # None: follow sys.stderr again afterwards
+    with os.fdopen(fd, "w", buffering=1, encoding=getattr(sys.stderr, "encoding", None)) as own:
+        console.file = own
+        try:
+            yield
+        finally:
+            console.file = previous
+
+
 def split_label(name: str) -> tuple[str, str] | None:
     """('throughput', 'scratch-a') from a task run named `throughput[scratch-a]`."""
     if not name.endswith("]") or "[" not in name:
