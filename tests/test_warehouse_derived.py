@@ -124,15 +124,16 @@ def test_changed_models_derive_again_and_a_killed_rebuild_resumes(days, tmp_path
     monkeypatch.setattr(dbt, "models_digest", lambda: "changed-models")
     assert _chain(lake_copy) == []  # derived by other models: nothing to import
 
-    real_replay = warehouse._replay_batch
+    def killed_on_day_3(real):
+        def batch_step(path, lake_dir, survey, batch, *args):
+            if any(_day(run) == 2 for _, run in batch):
+                raise RuntimeError("killed while deriving day 3")
+            return real(path, lake_dir, survey, batch, *args)
 
-    def killed_on_day_3(path, lake_dir, survey, batch, *args):
-        if any(_day(run) == 2 for _, run in batch):
-            raise RuntimeError("killed while deriving day 3")
-        return real_replay(path, lake_dir, survey, batch, *args)
+        return batch_step
 
-    monkeypatch.setattr(warehouse, "_replay_batch", killed_on_day_3)
-    monkeypatch.setattr(warehouse, "_dbt_batch", killed_on_day_3)
+    monkeypatch.setattr(warehouse, "_replay_batch", killed_on_day_3(warehouse._replay_batch))
+    monkeypatch.setattr(warehouse, "_dbt_batch", killed_on_day_3(warehouse._dbt_batch))
     with pytest.raises(RuntimeError, match="killed"):
         warehouse.update(Lake.at(lake_copy), path, full=True)
     assert not path.exists()

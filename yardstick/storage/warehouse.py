@@ -34,7 +34,7 @@ import duckdb
 import pyarrow as pa
 
 from yardstick import interrupt
-from yardstick.storage import dbt, delta, derived, lakefs, lakelock, plan
+from yardstick.storage import dbt, delta, derived, kept, lakefs, lakelock, plan
 from yardstick.storage.lakefs import Lake
 
 # Re-exported: callers open the warehouse for reading through the update module too.
@@ -237,6 +237,13 @@ def _save_unfinished(
             con.unregister("unfinished_rows")
         for key in loaded:
             unfinished.pop(key, None)
+    _write_unfinished(con, unfinished)
+
+
+def _write_unfinished(
+    con: duckdb.DuckDBPyConnection, unfinished: dict[tuple[str, str], set]
+) -> None:
+    """raw.raw_unfinished_runs: each unfinished run with the tables it has files in."""
     ordered = sorted(unfinished)
     rows = pa.table(
         {
@@ -517,6 +524,9 @@ def _wanted(complete: set[tuple[str, str]], until_run_id: str | None) -> set[tup
 def _update(lake: Lake, warehouse_path: Path, full: bool, until_run_id: str | None) -> UpdateResult:
     """update() under the warehouse's lock."""
     start = time.perf_counter()
+    # Under the lock, a building folder is a killed update's: gone before anything else, also
+    # when this update replays in place and never makes a copy.
+    _clear_killed_rebuild(warehouse_path)
     reason = "asked for a full rebuild" if full else ""
     if not full and not warehouse_path.exists():
         reason = "no warehouse yet"
@@ -758,9 +768,14 @@ def _replay_batch(
     try:
         con.execute("begin")
         read = _load(con, lake, survey, batch, remember)
-        recorded = plan.stored(con, plan.key(con, dbt.models_digest(), INCREMENTAL_ARGS))
+        plan_key = plan.key(con, dbt.models_digest(), INCREMENTAL_ARGS)
+        recorded = plan.stored(con, plan_key)
         if recorded is None:
-            return None  # closing rolls back
+            # Another warehouse of the same key recorded it (kept.py): this one keeps it too.
+            recorded = kept.plan(plan_key)
+            if recorded is None:
+                return None  # closing rolls back
+            plan.save(con, recorded, plan_key)
         models_start = time.perf_counter()
         load_s = models_start - load_start
         try:
@@ -847,6 +862,8 @@ def _dbt_batch(
         con.execute("commit")
     finally:
         con.close()
+    if recorded:
+        kept.keep_plan(recorded, plan_key)
     models_s = time.perf_counter() - models_start
     return _Applied(read, load_s, models_s, result.nodes, f"dbt {result.parse_mode}, plan recorded")
 
@@ -982,59 +999,36 @@ def _rebuild(
         found = derived.chain(lake, complete, dbt.models_digest(), SCHEMA_VERSION)
         through_day = found[-1].through_day if found else derived.NO_DAY
         covered = {(env, run) for env, run in complete if run[:8] <= through_day}
-        batches = _split(complete - covered)
-        if found:
-            batches.insert(0, set())  # the first batch creates everything, empty
-        elif not batches:
-            batches = [set()]  # an empty lake: one empty batch
+        # The first step creates every relation, empty; each batch of runs is then an
+        # incremental update of the file being built (dbt records its statements once, the
+        # batches after replay them), so a rebuild's marts are what a sequence of updates
+        # makes. Each month done is kept in the lake: a rebuild killed after it starts there.
+        batches = [batch for batch in _split(complete - covered) if batch]
+        if not batches and survey.others:
+            batches = [set()]  # no run to add, but crashed runs for the models to list
+        load_s += time.perf_counter() - load_start
+        models_start = time.perf_counter()
+        nodes, parse_mode = _create_empty(tmp, lake, survey, warehouse_path)
+        models_s += time.perf_counter() - models_start
         con = _connect(tmp)
         try:
-            con.execute(f"create table {META} (key varchar, value varchar)")
-            con.execute(f"create table {LOADED} (env varchar, run_id varchar)")
             _set_meta(con, state="updating", lake=str(lake))
             _save_survey(con, survey, survey.candidates - complete)
             _save_unfinished(con, survey, survey.candidates)
+            if found:
+                load_s += _import_derived(con, lake, found, covered, warehouse_path)
         finally:
             con.close()
-        load_s += time.perf_counter() - load_start
         read = 0
-        parse_mode = ""
-        for index, batch in enumerate(batches):
-            if index > 0:
-                # Each later batch is an incremental update of the file being built: dbt
-                # records its statements once, the batches after replay them. Each month
-                # done is kept in the lake: a rebuild killed after it starts from there.
-                _checkpoint_if_closed(tmp, lake, _first_day(batch))
-                applied = _replay_batch(tmp, lake, survey, batch, None) or _dbt_batch(
-                    tmp, lake, survey, batch, None, warehouse_path
-                )
-                read += applied.read
-                load_s += applied.load_s
-                models_s += applied.models_s
-                nodes += applied.nodes
-                continue
-            load_start = time.perf_counter()
-            con = _connect(tmp)
-            try:
-                read += _load_batch(con, lake, survey, batch)
-                _detail_views(con, lake)
-            finally:
-                con.close()
-            load_s += time.perf_counter() - load_start
-            models_start = time.perf_counter()
-            # The final path's dbt state: the update after this rebuild reuses its parse.
-            result = dbt.run(tmp, FULL_ARGS, state_for=warehouse_path)
-            models_s += time.perf_counter() - models_start
-            parse_mode = result.parse_mode
-            nodes += result.nodes
-            con = _connect(tmp)
-            try:
-                _append_loaded(con, batch)
-                if found:
-                    imported = _import_derived(con, lake, found, covered, warehouse_path)
-                    load_s += imported
-            finally:
-                con.close()
+        for batch in batches:
+            _checkpoint_if_closed(tmp, lake, _first_day(batch))
+            applied = _replay_batch(tmp, lake, survey, batch, None) or _dbt_batch(
+                tmp, lake, survey, batch, None, warehouse_path
+            )
+            read += applied.read
+            load_s += applied.load_s
+            models_s += applied.models_s
+            nodes += applied.nodes
         con = _connect(tmp)
         try:
             _set_meta(
@@ -1077,6 +1071,52 @@ def _rebuild(
         len(batches),
         len(covered),
     )
+
+
+def _create_empty(
+    tmp: Path, lake: Lake, survey: Survey, warehouse_path: Path
+) -> tuple[list[tuple[str, str, float]], str]:
+    """Make `tmp` a warehouse holding every relation, empty: a copy of the one kept for the
+    same key (yardstick/storage/kept.py), else dbt's full build of an empty batch, then kept.
+    Returns dbt's nodes and how it came by its parse (none and "kept" for a copy)."""
+    con = _connect(tmp)
+    try:
+        con.execute(f"create table {META} (key varchar, value varchar)")
+        con.execute(f"create table {LOADED} (env varchar, run_id varchar)")
+        _load_batch(con, lake, survey, set())
+        _write_unfinished(con, {})
+        _detail_views(con, lake)
+        template_key = plan.key(con, dbt.models_digest(), FULL_ARGS)
+    finally:
+        con.close()
+    template = kept.template(template_key)
+    if template is not None:
+        pristine = tmp.with_name(tmp.name + ".pristine")
+        os.replace(tmp, pristine)
+        try:
+            shutil.copyfile(template, tmp)
+            con = _connect(tmp)
+            try:
+                _detail_views(con, lake)  # views over this lake, not the one it was made on
+            finally:
+                con.close()
+            pristine.unlink()
+            return [], "not started (an empty warehouse of the same key copied)"
+        except (OSError, duckdb.Error) as exc:
+            log.warning("warehouse: the kept empty warehouse did not open (%s); dbt builds", exc)
+            kept.forget_template(template_key)
+            tmp.unlink(missing_ok=True)
+            tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
+            os.replace(pristine, tmp)
+    # The final path's dbt state: the update after this rebuild reuses its parse.
+    result = dbt.run(tmp, FULL_ARGS, state_for=warehouse_path)
+    con = _connect(tmp)
+    try:
+        con.execute("checkpoint")
+    finally:
+        con.close()
+    kept.keep_template(tmp, template_key)
+    return result.nodes, result.parse_mode
 
 
 def _rebuild_note(
