@@ -39,3 +39,15 @@
 {% macro is_full_run(profile) -%}
     ({{ profile }} is distinct from 'collect')
 {%- endmacro %}
+
+{# An incremental history mart's first statement: forget the rows of every environment whose
+   latest full run is in the batch (they are derived again, whole, from the batch on). #}
+{% macro forget_envs_of_batch(relation) -%}
+    {% if is_incremental() %}
+    delete from {{ relation }} where env in (
+        select l.env from {{ ref('latest_full_runs') }} as l
+        semi join {{ source('lake', 'batch_runs') }} as b
+            on b.run_id = l.run_id and b.env = l.env
+    )
+    {% endif %}
+{%- endmacro %}

@@ -23,15 +23,7 @@
    batch, as changes does. */
 {{ config(
     incremental_strategy='append',
-    pre_hook="
-        {% if is_incremental() %}
-        delete from {{ this }} where env in (
-            select l.env from {{ ref('latest_full_runs') }} as l
-            semi join {{ source('lake', 'batch_runs') }} as b
-                on b.run_id = l.run_id and b.env = l.env
-        )
-        {% endif %}
-    ",
+    pre_hook="{{ forget_envs_of_batch(this) }}",
 ) }}
 {% set min_z = var('causes_min_z') %}
 {% set min_share = var('causes_min_share') %}

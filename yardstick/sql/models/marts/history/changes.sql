@@ -4,15 +4,7 @@
    all: nothing is then "latest"), then appends that run's verdicts. */
 {{ config(
     incremental_strategy='append',
-    pre_hook="
-        {% if is_incremental() %}
-        delete from {{ this }} where env in (
-            select l.env from {{ ref('latest_full_runs') }} as l
-            semi join {{ source('lake', 'batch_runs') }} as b
-                on b.run_id = l.run_id and b.env = l.env
-        )
-        {% endif %}
-    ",
+    pre_hook="{{ forget_envs_of_batch(this) }}",
 ) }}
 
 with latest_runs as (
