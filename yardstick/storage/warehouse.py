@@ -438,6 +438,15 @@ def _detail_views(con: duckdb.DuckDBPyConnection, lake: Lake) -> None:
         con.execute(f"create view marts.{table} as {select}")
 
 
+def _checkpoint(path: Path) -> None:
+    """Fold the file's WAL into it (a file copied or kept must hold every commit)."""
+    con = _connect(path)
+    try:
+        con.execute("checkpoint")
+    finally:
+        con.close()
+
+
 def _connect(path: Path) -> duckdb.DuckDBPyConnection:
     """Open the warehouse for writing (the loader's part of an update), bounded in memory
     like dbt's connection (dbt.duckdb_settings), with the schemas the loader writes to."""
@@ -898,18 +907,10 @@ def _on_copy(warehouse_path: Path, work: Callable[[Path], T]) -> T:
     tmp.parent.mkdir(parents=True)
     try:
         if stale_wal(warehouse_path):  # committed changes not in the file yet: fold them in
-            con = _connect(warehouse_path)
-            try:
-                con.execute("checkpoint")
-            finally:
-                con.close()
+            _checkpoint(warehouse_path)
         shutil.copyfile(warehouse_path, tmp)
         done = work(tmp)
-        con = _connect(tmp)
-        try:
-            con.execute("checkpoint")
-        finally:
-            con.close()
+        _checkpoint(tmp)
     except BaseException:
         _remove_building(warehouse_path)
         raise
@@ -1110,11 +1111,7 @@ def _create_empty(
             os.replace(pristine, tmp)
     # The final path's dbt state: the update after this rebuild reuses its parse.
     result = dbt.run(tmp, FULL_ARGS, state_for=warehouse_path)
-    con = _connect(tmp)
-    try:
-        con.execute("checkpoint")
-    finally:
-        con.close()
+    _checkpoint(tmp)
     kept.keep_template(tmp, template_key)
     return result.nodes, result.parse_mode
 
