@@ -1009,7 +1009,8 @@ def _rebuild(
             batches = [set()]  # no run to add, but crashed runs for the models to list
         load_s += time.perf_counter() - load_start
         models_start = time.perf_counter()
-        nodes, parse_mode = _create_empty(tmp, lake, survey, warehouse_path)
+        nodes, created = _create_empty(tmp, lake, survey, warehouse_path)
+        modes = [created]
         models_s += time.perf_counter() - models_start
         con = _connect(tmp)
         try:
@@ -1030,6 +1031,8 @@ def _rebuild(
             load_s += applied.load_s
             models_s += applied.models_s
             nodes += applied.nodes
+            modes.append(applied.parse_mode)
+        parse_mode = "; ".join(dict.fromkeys(modes))
         con = _connect(tmp)
         try:
             _set_meta(
@@ -1102,7 +1105,7 @@ def _create_empty(
             finally:
                 con.close()
             pristine.unlink()
-            return [], "not started (an empty warehouse of the same key copied)"
+            return [], "dbt not started (an empty warehouse of the same key copied)"
         except (OSError, duckdb.Error) as exc:
             log.warning("warehouse: the kept empty warehouse did not open (%s); dbt builds", exc)
             kept.forget_template(template_key)
