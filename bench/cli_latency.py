@@ -4,8 +4,9 @@
 built warehouse: each run N times in a fresh process, as a user runs `yardstick`; per command
 the median wall, the median CPU-seconds and peak RSS of the process (os.wait4: the child's own
 rusage, what getrusage(RUSAGE_CHILDREN) adds up), its exit code and stderr's line count, and,
-from one more run, which heavy modules it imported (Prefect, dbt, the families, the flows,
-matplotlib, jinja2, deltalake, ruptures, scipy). Target: <= 1 s wall each on a quiet machine.
+from one more run (--tiny: from its one run), which heavy modules it imported (Prefect, dbt,
+the families, the flows, matplotlib, jinja2, deltalake, ruptures, scipy). Target: <= 1 s wall
+each on a quiet machine. --tiny keeps the caller's dbt cache (YARDSTICK_DBT_STATE) if set.
 
 `--tree LABEL=DIR` measures the CLI of another checkout side by side, rounds interleaved
 (e.g. the commit before the light CLI: `git archive 432aaae | tar -x -C /tmp/cli-before`,
@@ -78,7 +79,7 @@ app(prog_name="yardstick")
 """
 
 
-def build_warehouse(work: Path, nights: int) -> Path:
+def build_warehouse(work: Path, nights: int, name: str = "warehouse.duckdb") -> Path:
     """A warehouse of `nights` nightly runs of one environment (round trip, fingerprint), its
     RTT stepping up by a third two thirds of the way: trend has a series with a change point."""
     import random
@@ -97,7 +98,7 @@ def build_warehouse(work: Path, nights: int) -> Path:
         runs_row(run, "nightly")
         fingerprint(run)
         ping(run, rtt_us=60.0 if night < nights * 2 // 3 else 80.0, rng=rng)
-    path = work / "warehouse.duckdb"
+    path = work / name
     warehouse.build(Lake.at(lake_dir), path)
     return path
 
@@ -140,13 +141,19 @@ def run_once(root: str, args: list[str], cwd: Path, env: dict[str, str], modules
     return wall_s, cpu_s, proc.returncode, stderr
 
 
-def imports_and_peak(root: str, args: list[str], cwd: Path, env: dict[str, str]):
-    """One more run of the command: the HEAVY module families it imported, its peak RSS."""
+def measured_with_imports(root: str, args: list[str], cwd: Path, env: dict[str, str]):
+    """One run of the command: its sample (run_once's) and (the HEAVY module families it
+    imported, its peak RSS)."""
     with tempfile.NamedTemporaryFile("r", suffix=".modules") as listing:
-        run_once(root, args, cwd, env, listing.name)
+        sample = run_once(root, args, cwd, env, listing.name)
         peak_kib, *names = listing.read().split() or ["0"]
     heavy = sorted({h for h in HEAVY for n in names if n == h or n.startswith(h + ".")})
-    return heavy, int(peak_kib) * 1024
+    return sample, (heavy, int(peak_kib) * 1024)
+
+
+def imports_and_peak(root: str, args: list[str], cwd: Path, env: dict[str, str]):
+    """One more run of the command: the HEAVY module families it imported, its peak RSS."""
+    return measured_with_imports(root, args, cwd, env)[1]
 
 
 def main() -> None:
@@ -169,7 +176,12 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     # dbt's state for the build, and Prefect's home for a CLI that imports it: in the work folder.
-    os.environ["YARDSTICK_DBT_STATE"] = str(work / "dbt-state")
+    # --tiny keeps the caller's dbt cache where it has one (the tests': its warehouse, named as
+    # theirs are, starts from the empty warehouse and plan kept there, yardstick/storage/
+    # kept.py, not from a cold dbt build); the commands measured never read that cache.
+    shared_dbt = args.tiny and bool(os.environ.get("YARDSTICK_DBT_STATE"))
+    if not shared_dbt:
+        os.environ["YARDSTICK_DBT_STATE"] = str(work / "dbt-state")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["PREFECT_HOME"] = str(work / "prefect-home")
     try:
@@ -177,14 +189,23 @@ def main() -> None:
         if args.warehouse:
             warehouse = args.warehouse.resolve()
         else:
-            warehouse = build_warehouse(work, nights)
+            warehouse = build_warehouse(
+                work, nights, "w.duckdb" if shared_dbt else "warehouse.duckdb"
+            )
         build_s = time.perf_counter() - t0
         wanted = commands(work, warehouse, args.env_name if args.warehouse else ENV)
         samples: dict[tuple[str, str], list] = {}
 
+        listed: dict[tuple[str, str], tuple[list[str], int]] = {}
+
         def variant(label: str, name: str):
             def once() -> float:
-                sample = run_once(trees[label], wanted[name][0], work, env)
+                if args.tiny:  # its one run also lists its imports: no second process
+                    sample, listed[(label, name)] = measured_with_imports(
+                        trees[label], wanted[name][0], work, env
+                    )
+                else:
+                    sample = run_once(trees[label], wanted[name][0], work, env)
                 samples.setdefault((label, name), []).append(sample)
                 return sample[0]
 
@@ -199,7 +220,9 @@ def main() -> None:
             for name, (argv, codes) in wanted.items():
                 runs = samples[(label, name)]
                 codes_seen = sorted({r[2] for r in runs})
-                heavy, peak_bytes = imports_and_peak(trees[label], argv, work, env)
+                heavy, peak_bytes = listed.get((label, name)) or imports_and_peak(
+                    trees[label], argv, work, env
+                )
                 results.append(
                     {
                         "tree": label,

@@ -142,7 +142,9 @@ def one_run(deployment: str, params: dict, job_vars: dict, worker_log: Path) -> 
 
 def main() -> None:
     """Start everything, deploy both paths, run each several times, print."""
-    harness = Bench("collect_wall", __doc__, rounds=5, tiny="1 run of the new path")
+    harness = Bench(
+        "collect_wall", __doc__, rounds=5, tiny="1 run of the new path, no warm-up, 1 cold import"
+    )
     harness.add_argument("--paths", nargs="+", choices=["new", "old"], default=["new", "old"])
     harness.add_argument("--home", type=Path, default=REPO / ".yardstick" / "bench-collect-wall")
     harness.add_argument("--keep", action="store_true", help="keep PREFECT_HOME afterwards")
@@ -200,8 +202,11 @@ def main() -> None:
         for path in args.paths:
             params = {"config_path": str(config), "lake_dir": str(work / f"lake-{path}")}
             deployment = f"yardstick-collect/bench-{path}"
-            print(f"{path}: warm-up run, then {args.rounds} runs of {deployment} ...")
-            one_run(deployment, params, job_vars[path], worker_log)  # first: flow row, limit
+            if args.tiny:  # no warm-up: the one run's rows include the flow row's, the limit's
+                print(f"{path}: {args.rounds} run of {deployment} (no warm-up) ...")
+            else:
+                print(f"{path}: warm-up run, then {args.rounds} runs of {deployment} ...")
+                one_run(deployment, params, job_vars[path], worker_log)  # first: flow row, limit
             before = settled(home / "prefect.db")
             results[path] = [
                 one_run(deployment, params, job_vars[path], worker_log) for _ in range(args.rounds)
@@ -214,7 +219,8 @@ def main() -> None:
             for table in ("events", "event_resources", "log", "flow_run_state", "task_run_state"):
                 grown = after.table_bytes.get(table, 0) - before.table_bytes.get(table, 0)
                 rows[path][f"KiB {table}"] = grown / args.rounds / 1024
-            imports[path] = cold_import_s(ENTRYPOINTS[path][1], env)
+            # --tiny: one fresh interpreter, not the median of 3
+            imports[path] = cold_import_s(ENTRYPOINTS[path][1], env, 1 if args.tiny else 3)
         report(results, rows, imports)
         for path, runs in results.items():
             for attr in ("body_s", "start_s", "total_s", "process_wall_s", "cpu_s"):

@@ -8,10 +8,11 @@ Starts the app's own Prefect server (bench/_harness.prefect_server: SQLite under
 project-local PREFECT_HOME, wiped first; its services as `yardstick run` runs them) and one
 real redis-server per environment on free loopback ports, then runs the collect flow in this
 process against that server: a warm-up collection per case (the flow row, the concurrency
-limit), then --rounds measured ones. After each case it waits until the database stops
-changing (events and task run states are written by server services, logs in client batches)
-and prints per-collection averages: rows by table, bytes in use (pages minus free pages),
-growth of prefect.db + its WAL, and what that makes over 288 collections a day.
+limit; none at --tiny, which also waits 2 s of quiet, not 4), then --rounds measured ones.
+After each case it waits until the database stops changing (events and task run states are
+written by server services, logs in client batches) and prints per-collection averages: rows by
+table, bytes in use (pages minus free pages), growth of prefect.db + its WAL, and what that
+makes over 288 collections a day.
 Figures only, no asserts. Runs are called in-process, not through a worker: a worker adds a
 few rows per run (a Scheduled state, worker events), which bench/collect_wall.py shows.
 """
@@ -127,21 +128,25 @@ def write_environments(path: Path, urls: list[str]) -> Path:
 
 
 def run_case(
-    flow_fn, path: str, n_envs: int, urls: list[str], k: int, work: Path, db: Path
-) -> Case:
-    """Warm up once, then run k collections of n_envs environments; deltas per collection."""
+    flow_fn, path: str, n_envs: int, urls: list[str], k: int, work: Path, db: Path,
+    warm_up: bool = True, quiet_s: float = 4.0,
+) -> Case:  # fmt: skip
+    """Warm up once (unless not `warm_up`: the deltas then include the first collection's
+    flow row and concurrency limit), then run k collections of n_envs environments; deltas
+    per collection, the database settled for `quiet_s` before and after."""
     config = write_environments(work / f"envs-{path}-{n_envs}.yaml", urls[:n_envs])
     lake_dir = work / f"lake-{path}-{n_envs}"
     case = Case(path, n_envs, k)
-    flow_fn(config_path=str(config), lake_dir=str(lake_dir), return_state=True)
-    before = settled(db)
+    if warm_up:
+        flow_fn(config_path=str(config), lake_dir=str(lake_dir), return_state=True)
+    before = settled(db, quiet_s)
     for _ in range(k):
         wall0, cpu0 = time.perf_counter(), time.process_time()
         state = flow_fn(config_path=str(config), lake_dir=str(lake_dir), return_state=True)
         case.wall_s.append(time.perf_counter() - wall0)
         case.cpu_s.append(time.process_time() - cpu0)
         case.states.append(state.type.value)
-    after = settled(db)
+    after = settled(db, quiet_s)
     case.rows = {t: (after.rows.get(t, 0) - before.rows.get(t, 0)) / k for t in after.rows}
     case.table_bytes = {
         t: (after.table_bytes.get(t, 0) - before.table_bytes.get(t, 0)) / k
@@ -186,7 +191,9 @@ def report(cases: list[Case]) -> None:
 
 def main() -> None:
     """Parse arguments, start the server and redis-servers, run every case, print."""
-    harness = Bench("prefect_db", __doc__, rounds=5, tiny="1 environment, 1 collection a path")
+    harness = Bench(
+        "prefect_db", __doc__, rounds=5, tiny="1 environment, 1 collection a path, no warm-up"
+    )
     harness.add_argument("--envs", type=int, nargs="+", default=[1, 10])
     harness.add_argument("--paths", nargs="+", choices=["old", "new"], default=["old", "new"])
     harness.add_argument("--home", type=Path, default=REPO / ".yardstick" / "bench-prefect-db")
@@ -226,6 +233,9 @@ def main() -> None:
                         args.rounds,
                         work,
                         home / "prefect.db",
+                        # --tiny: no warm-up, 2 s of quiet (events flush every second here)
+                        warm_up=not args.tiny,
+                        quiet_s=2.0 if args.tiny else 4.0,
                     )
                 )
         report(cases)
