@@ -161,8 +161,9 @@ def prefect_server(
 
     home.mkdir(parents=True, exist_ok=True)
     saved = dict(os.environ)
+    fresh = {**prefect_env(home), **(settings or {})}  # read before clearing: PATH, HOME stay
     os.environ.clear()
-    os.environ.update(prefect_env(home), **(settings or {}))
+    os.environ.update(fresh)
     try:
         server = PrivatePrefectServer(home, start_timeout_s=120).spawn().wait()
     finally:
@@ -182,6 +183,39 @@ def prefect_server(
         if pointed is not None:
             pointed.__exit__(None, None, None)
         server.stop()
+
+
+def stop_tree(process: subprocess.Popen | None, grace_s: float = 20.0) -> None:
+    """SIGTERM a child, its process group and every descendant (flow-run processes a worker
+    starts in sessions of their own included); SIGKILL what is left after `grace_s`."""
+    if process is None:
+        return
+    import signal
+
+    import psutil
+
+    try:
+        root = psutil.Process(process.pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        tree = []
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)  # started with start_new_session: its own group
+        except OSError:
+            pass
+        for proc in tree:
+            try:
+                proc.send_signal(sig)
+            except psutil.Error:
+                pass
+        _gone, tree = psutil.wait_procs(tree, timeout=wait_s)
+        if not tree:
+            break
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def copy_sql(work: Path) -> Path:

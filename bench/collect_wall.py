@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import Bench, prefect_server  # noqa: E402 - beside this file, not a package
+from _harness import Bench, prefect_server, stop_tree  # noqa: E402 - beside this file, not a package
 from prefect_db import SHOWN, settled  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -180,6 +180,7 @@ def main() -> None:
             stdout=worker_log.open("w"),
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its group is stopped whole, also when it hangs
         )
         # The flow-run process under /usr/bin/time: its wall, CPU and peak RSS.
         timed = (
@@ -234,9 +235,9 @@ def main() -> None:
             {"runs": {p: [asdict(r) for r in rs] for p, rs in results.items()}, "rows": rows},
         )
     finally:
-        if worker is not None:
-            worker.terminate()
-            worker.wait(timeout=30)
+        # SIGTERM, then SIGKILL after 30 s: a worker that hangs on its way out (seen under
+        # load) must not outlive the bench and eat the CPU of whatever runs next.
+        stop_tree(worker, grace_s=30.0)
         redis_server.stop()
         stack.close()
         shutil.rmtree(work, ignore_errors=True)

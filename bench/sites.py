@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import Bench, prefect_server  # noqa: E402 - beside this file, not a package
+from _harness import Bench, prefect_server, stop_tree  # noqa: E402 - beside this file, not a package
 
 REPO = Path(__file__).resolve().parents[1]
 PREFECT = Path(sys.executable).parent / "prefect"
@@ -85,37 +85,6 @@ def _clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(QUIET_PREFECT, **extra)
     return env
-
-
-def _stop_tree(process: subprocess.Popen | None, grace_s: float = 20.0) -> None:
-    """SIGTERM a child, its process group and every descendant (flow-run processes a worker
-    starts in sessions of their own included); SIGKILL what is left after `grace_s`."""
-    if process is None:
-        return
-    import psutil
-
-    try:
-        root = psutil.Process(process.pid)
-        tree = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        tree = []
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(process.pid, sig)  # started with start_new_session: its own group
-        except OSError:
-            pass
-        for proc in tree:
-            try:
-                proc.send_signal(sig)
-            except psutil.Error:
-                pass
-        _gone, tree = psutil.wait_procs(tree, timeout=wait_s)
-        if not tree:
-            break
-    try:
-        process.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _terminated(_signum: int, _frame: object) -> None:
@@ -720,7 +689,7 @@ def main() -> int:
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # finish cleaning up
         for worker in workers:
-            _stop_tree(worker)
+            stop_tree(worker)
         for redis_server in redis_servers:
             redis_server.stop()
         stack.close()
