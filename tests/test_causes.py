@@ -1,6 +1,7 @@
 """Likely causes (marts.change_causes) on a synthetic lake: a step planted beside a configuration
-change, beside a slow command of the application, beside nothing; and what the verdict's
-readers (`yardstick changes`, the verdict event, the report row) say of them."""
+change, beside a slow command of the application, beside evictions, a Sentinel failover, a
+type's share of the key bytes, beside nothing; and what the verdict's readers (`yardstick
+changes`, the verdict event, the report row) say of them."""
 
 from __future__ import annotations
 
@@ -35,17 +36,59 @@ SPEEDUP = "pipeline_speedup", "set c1 3B"
 
 
 def land_night(
-    lake_dir: Path, env: str, day: int, speedup: float, appendfsync: str, slow_ids: list[int]
+    lake_dir: Path,
+    env: str,
+    day: int,
+    speedup: float,
+    appendfsync: str,
+    slow_ids: list[int],
+    facts: dict[tuple[str, str], str] | None = None,
+    keys: list[dict] | None = None,
 ) -> None:
     """One night of `env`: a 2-cell benchmark giving `speedup`, its fingerprint with
-    `appendfsync`, a commandstats snapshot and a SLOWLOG read of `slow_ids`."""
+    `appendfsync` (and `facts`), a commandstats snapshot, a SLOWLOG read of `slow_ids` and
+    the key-space scan's `keys`."""
     run = new_run(lake_dir, env, START + timedelta(days=day))
     steps(run, {"throughput": NIGHTLY})
     runs_row(run, "nightly", finished_at=run.at, url="redis://x:1/0")
-    fingerprint(run, facts={("config", "appendfsync"): appendfsync})
+    fingerprint(run, facts={("config", "appendfsync"): appendfsync, **(facts or {})})
     benchmark(run, [cell("SET", 1, p, v) for p, v in ((1, 1e5), (16, 1e5 * speedup))])
     commandstats_snapshot(run, {"set": 1000 * (day + 1), "get": 500 * (day + 1)}, uptime_s=day)
     slowlog_collection(run, slow_ids)
+    if keys:
+        run.write("keyspace_keys", keys)
+
+
+def evictions(day: int, after: bool) -> dict[tuple[str, str], str]:
+    """One server process's INFO: evicted_keys none before the step, 40,000 a night after."""
+    return {
+        ("server", "run_id"): "a" * 40,
+        ("server", "uptime_in_seconds"): str(86400 * day + 60),
+        ("stats", "evicted_keys"): str(40000 * max(day - STEP + 1, 0) if after else 0),
+    }
+
+
+def sentinel_master(after: bool) -> dict[tuple[str, str], str]:
+    """The master the Sentinels name: another one from the step's night (a failover)."""
+    return {("topology", "sentinel_master_address"): "10.0.0.2:6379" if after else "10.0.0.1:6379"}
+
+
+def scanned_keys(after: bool, rng: random.Random) -> list[dict]:
+    """Ten strings and ten hashes of about 100 bytes; the hashes 400 from the step's night."""
+    return [
+        {
+            "key": f"{kind}:{i}",
+            "prefix": f"{kind}:*",
+            "type": kind,
+            "encoding": "raw" if kind == "string" else "listpack",
+            "elements": 10,
+            "memory_usage_bytes": int(
+                (400 if after and kind == "hash" else 100) * rng.uniform(0.98, 1.02)
+            ),
+        }
+        for kind in ("string", "hash")
+        for i in range(10)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +107,10 @@ def warehouse_path(tmp_path_factory) -> Path:
             slow = [2 * day + 2] if after else []
             land_night(lake_dir, "slow", day, level, "everysec", slow)
             land_night(lake_dir, "alone", day, level, "everysec", [])
+            land_night(lake_dir, "evict", day, level, "everysec", [], evictions(day, after))
+            land_night(lake_dir, "failover", day, level, "everysec", [], sentinel_master(after))
+            keys = scanned_keys(after, rng)
+            land_night(lake_dir, "types", day, level, "everysec", [], keys=keys)
     warehouse.build(Lake.at(lake_dir), root / "w.duckdb")
     return root / "w.duckdb"
 
@@ -98,6 +145,27 @@ def test_a_step_with_nothing_else_says_so(warehouse_path):
     assert causes(warehouse_path, "alone") == [
         (1, "nothing", "nothing else moved", False, "nothing else moved")
     ]
+
+
+def test_evictions_where_there_were_none_are_named(warehouse_path):
+    found = causes(warehouse_path, "evict")
+    assert found[0][1:4] == ("memory", "evicted keys/s", True), found
+    assert "new" in found[0][4], found
+
+
+def test_a_sentinel_failover_is_named_as_the_topology(warehouse_path):
+    found = causes(warehouse_path, "failover")
+    assert found[0][1:4] == ("environment", "topology", True), found
+    assert found[0][4] == (
+        "topology on 2026-01-19's run: Sentinel failover: master 10.0.0.1:6379 → 10.0.0.2:6379"
+    ), found
+
+
+def test_a_type_whose_share_of_the_key_bytes_moved_is_named(warehouse_path):
+    found = causes(warehouse_path, "types")
+    likely = {candidate for _, kind, candidate, is_likely, _ in found if is_likely}
+    assert {"type hash share of key bytes", "type string share of key bytes"} <= likely, found
+    assert found[0][1] == "memory", found
 
 
 def test_changes_and_the_verdict_event_carry_the_causes(warehouse_path):

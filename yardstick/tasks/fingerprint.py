@@ -28,10 +28,12 @@ TABLES: dict[str, pa.Schema] = {
 
 # cpu: the server's CPU seconds, differenced between runs per node (shard balance);
 # replication and cluster: the node's role and offsets, whether cluster mode is on.
+# stats: evicted_keys, differenced between runs (a likely cause of a change: marts.change_causes).
 INFO_SECTIONS = (
     "server",
     "memory",
     "persistence",
+    "stats",
     "clients",
     "keyspace",
     "cpu",

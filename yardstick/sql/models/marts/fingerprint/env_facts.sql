@@ -45,6 +45,9 @@ pivoted as (
             as used_memory_bytes,
         try_cast(max(value) filter (where section = 'memory' and key = 'maxmemory') as bigint)
             as maxmemory_bytes,
+        /* INFO stats evicted_keys, since the server started (null before stats were kept). */
+        try_cast(max(value) filter (where section = 'stats' and key = 'evicted_keys') as bigint)
+            as evicted_keys,
         try_cast(max(value) filter (where section = 'clients' and key = 'connected_clients') as int)
             as connected_clients,
         try_cast(max(value) filter (where section = 'persistence' and key = 'aof_enabled') as int)

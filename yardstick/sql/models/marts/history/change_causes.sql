@@ -12,13 +12,16 @@
      keys or bytes;
    - host: intrinsic latency, the host's load per core during the figure's family, the tool's
      own CPU during it;
-   - memory: used_memory, fragmentation after the memory family's load.
+   - memory: used_memory, fragmentation after the memory family's load, keys evicted per
+     second, a type's share of the key space's bytes;
+   - topology (as environment): a failover, a node added or removed, slots moving, a
+     Sentinel failover at one of the change's runs; the replicas' largest lag.
    The rule that calls a candidate likely (docs/verdict.md "Likely causes", constants in
    dbt_project.yml causes_*): an environment fact changed within the first causes_env_runs
    runs of the change; a number moved by causes_min_z robust σ of its reference window or
    more and by causes_min_share of its reference median or more (a slow command absent
    from the whole reference window and present in the change window is new: likely; so is a
-   command new in commandstats). An
+   command new in commandstats, and evictions or replica lag where the reference had none). An
    update first removes the causes of every environment whose latest full run is in its
    batch, as changes does. */
 {{ config(
@@ -100,6 +103,19 @@ slow as (
     group by all
 ),
 
+evictions as (
+    /* Keys evicted per second between two fingerprints of the same server process (INFO
+       stats evicted_keys counts since it started: a restart begins again). */
+    select
+        run_id, env,
+        (evicted_keys - lag(evicted_keys) over w)
+            / nullif(uptime_s - lag(uptime_s) over w, 0) as evicted_keys_per_s,
+    from {{ ref('env_facts') }}
+    where evicted_keys is not null and uptime_s is not null
+    window w as (partition by env, server_run_id order by uptime_s)
+    qualify evicted_keys_per_s >= 0
+),
+
 numbers as (
     select run_id, env, 'workload' as kind, command || ' calls/s' as candidate, null as family,
         calls_per_s as value, 'calls/s' as unit,
@@ -135,6 +151,19 @@ numbers as (
     union all
     select run_id, env, 'memory', 'fragmentation', null, median(fragmentation_after), 'ratio',
     from {{ ref('memory_repetitions') }}
+    group by all
+    union all
+    select run_id, env, 'memory', 'evicted keys/s', null, evicted_keys_per_s, 'keys/s',
+    from evictions
+    union all
+    select run_id, env, 'memory', 'type ' || coalesce(type, '?') || ' share of key bytes', null,
+        memory_usage_bytes / nullif(sum(memory_usage_bytes) over (partition by run_id, env), 0),
+        'share',
+    from {{ ref('keyspace_types') }}
+    union all
+    select run_id, env, 'environment', 'replica lag max', null, max(lag_bytes)::double, 'bytes',
+    from {{ ref('topology_members') }}
+    where role = 'replica'
     group by all
 ),
 
@@ -215,6 +244,28 @@ fact_windows as (
     group by all
 ),
 
+topology_moves as (
+    /* A failover, a node added or removed, slots moving (topology_changes), a Sentinel
+       failover (run_environment) at one of the figure's runs since the change began. */
+    select
+        w.env, w.figure, w.subject, w.change_since,
+        arg_min(
+            coalesce(
+                t.topology_change,
+                printf('Sentinel failover: master %s → %s.', e.previous_master_address,
+                    e.sentinel_master_address)
+            ),
+            w.started_at
+        ) as after_value,
+        min(w.started_at) as moved_at,
+        min(w.place) as moved_place,
+    from full_windows as w
+    inner join {{ ref('run_environment') }} as e on e.run_id = w.run_id and e.env = w.env
+    left join {{ ref('topology_changes') }} as t on t.run_id = w.run_id and t.env = w.env
+    where w.in_change and (t.topology_changed or e.sentinel_failover)
+    group by all
+),
+
 environment as (
     select
         env, figure, subject, change_since, 'environment' as kind, candidate,
@@ -226,6 +277,14 @@ environment as (
         printf('%s %s → %s on %s''s run', replace(candidate, '_', '-'), before_value,
             after_value, strftime(moved_at, '%Y-%m-%d')) as sentence,
     from fact_windows
+    union all
+    select
+        env, figure, subject, change_since, 'environment', 'topology', null, after_value,
+        null, null, null, null, null, null, null, moved_at, false,
+        moved_place <= {{ env_runs }},
+        printf('topology on %s''s run: %s', strftime(moved_at, '%Y-%m-%d'),
+            rtrim(after_value, '.')),
+    from topology_moves
 ),
 
 number_windows as (
@@ -235,6 +294,7 @@ number_windows as (
         median(n.value) filter (where not w.in_change) as before_number,
         mad(n.value) filter (where not w.in_change) as before_mad,
         count(n.value) filter (where not w.in_change) as before_n,
+        max(abs(n.value)) filter (where not w.in_change) as before_max,
         median(n.value) filter (where w.in_change) as after_number,
         count(n.value) filter (where w.in_change) as after_n,
         min(w.started_at) filter (where w.in_change) as moved_at,
@@ -257,9 +317,12 @@ scored as (
             as noise_sigma,
         (after_number - before_number) / nullif(abs(before_number), 0) as move_share,
         /* A slow command, or a command of commandstats, absent from the whole reference
-           window: new (no noise to size it against, and nothing the figure ran before). */
-        kind = 'workload' and (candidate like 'slowlog %' or candidate like '% calls/s')
-            and coalesce(before_n, 0) = 0 and after_n > 0 as is_new,
+           window: new (no noise to size it against, and nothing the figure ran before); so
+           are evictions and replica lag where the whole reference window had none. */
+        (kind = 'workload' and (candidate like 'slowlog %' or candidate like '% calls/s')
+            and coalesce(before_n, 0) = 0 and after_n > 0)
+        or (candidate in ('evicted keys/s', 'replica lag max')
+            and coalesce(before_max, 0) = 0 and after_number > 0) as is_new,
     from number_windows
     /* a command seen in neither window is no candidate */
     where after_n > 0
@@ -300,14 +363,14 @@ candidates as (
 ),
 
 ranked as (
-    /* Likely first; among them a changed environment fact (a discrete change at the
-       change's start), a new command (the SLOWLOG's first: it names the argument shape),
-       then the largest move in its own σ. */
+    /* Likely first; among them a changed environment fact or topology (a discrete change
+       at the change's start: the only rows with an after_value), something new (the
+       SLOWLOG's first: it names the argument shape), then the largest move in its own σ. */
     select
         *,
         row_number() over (
             partition by env, figure, subject, change_since
-            order by likely desc, kind = 'environment' desc, is_new desc,
+            order by likely desc, after_value is not null desc, is_new desc,
                 candidate like 'slowlog %' desc,
                 least(abs(coalesce(robust_z, 1e9)), 1e9) desc, candidate
         ) as cause_rank,
