@@ -1,7 +1,7 @@
 """Likely causes (marts.change_causes) on a synthetic lake: a step planted beside a configuration
-change, beside a slow command of the application, beside evictions, a Sentinel failover, a
-type's share of the key bytes, beside nothing; and what the verdict's readers (`yardstick
-changes`, the verdict event, the report row) say of them."""
+change, beside a slow command of the application, beside evictions, a Sentinel or a cluster
+failover, replica lag, a type's share of the key bytes, beside nothing; and what the
+verdict's readers (`yardstick changes`, the verdict event, the report row) say of them."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import open_warehouse
 from lakes import (
+    Run,
     benchmark,
     cell,
     commandstats_snapshot,
@@ -44,7 +45,7 @@ def land_night(
     slow_ids: list[int],
     facts: dict[tuple[str, str], str] | None = None,
     keys: list[dict] | None = None,
-) -> None:
+) -> Run:
     """One night of `env`: a 2-cell benchmark giving `speedup`, its fingerprint with
     `appendfsync` (and `facts`), a commandstats snapshot, a SLOWLOG read of `slow_ids` and
     the key-space scan's `keys`."""
@@ -57,6 +58,7 @@ def land_night(
     slowlog_collection(run, slow_ids)
     if keys:
         run.write("keyspace_keys", keys)
+    return run
 
 
 def evictions(day: int, after: bool) -> dict[tuple[str, str], str]:
@@ -71,6 +73,36 @@ def evictions(day: int, after: bool) -> dict[tuple[str, str], str]:
 def sentinel_master(after: bool) -> dict[tuple[str, str], str]:
     """The master the Sentinels name: another one from the step's night (a failover)."""
     return {("topology", "sentinel_master_address"): "10.0.0.2:6379" if after else "10.0.0.1:6379"}
+
+
+def cluster_topology(run, after: bool, lag_bytes: int) -> None:
+    """A primary and its replica, as the topology family lands them; `after`: swapped (a
+    failover on the step's night, the same roles after it), the replica `lag_bytes` behind."""
+    roles = {"127.0.0.1:7001": "primary", "127.0.0.1:7002": "replica"}
+    if after:  # from the step's night the second is the primary
+        roles = {"127.0.0.1:7001": "replica", "127.0.0.1:7002": "primary"}
+    run.write(
+        "topology", [{"shape": "cluster", "sampled_at": run.at, "primaries": 1, "replicas": 1}]
+    )
+    run.write(
+        "topology_nodes",
+        [
+            {
+                "member": f"cluster.127.0.0.1_{address[-4:]}",
+                "address": address,
+                "node_id": f"id-{address}",
+                "role": role,
+                "primary_address": None
+                if role == "primary"
+                else next(a for a, r in roles.items() if r == "primary"),
+                "health": "online",
+                "sampled_at": run.at,
+                "lag_bytes": (lag_bytes if role == "replica" else None),
+                "master_link_status": "up" if role == "replica" else None,
+            }
+            for address, role in roles.items()
+        ],
+    )
 
 
 def scanned_keys(after: bool, rng: random.Random) -> list[dict]:
@@ -111,6 +143,10 @@ def warehouse_path(tmp_path_factory) -> Path:
             land_night(lake_dir, "failover", day, level, "everysec", [], sentinel_master(after))
             keys = scanned_keys(after, rng)
             land_night(lake_dir, "types", day, level, "everysec", [], keys=keys)
+            cluster = land_night(lake_dir, "cluster", day, level, "everysec", [])
+            cluster_topology(cluster, after, lag_bytes=0)
+            lagging = land_night(lake_dir, "lagging", day, level, "everysec", [])
+            cluster_topology(lagging, False, lag_bytes=50_000 if after else 0)
     warehouse.build(Lake.at(lake_dir), root / "w.duckdb")
     return root / "w.duckdb"
 
@@ -159,6 +195,21 @@ def test_a_sentinel_failover_is_named_as_the_topology(warehouse_path):
     assert found[0][4] == (
         "topology on 2026-01-19's run: Sentinel failover: master 10.0.0.1:6379 → 10.0.0.2:6379"
     ), found
+
+
+def test_a_cluster_failover_is_named_as_the_topology(warehouse_path):
+    found = causes(warehouse_path, "cluster")
+    assert found[0][1:4] == ("environment", "topology", True), found
+    assert found[0][4] == (
+        "topology on 2026-01-19's run: Failover since the previous run:"
+        " 127.0.0.1:7002 is a primary now (a replica before),"
+        " 127.0.0.1:7001 is a replica now (a primary before)"
+    ), found
+
+
+def test_replica_lag_where_there_was_none_is_named(warehouse_path):
+    found = causes(warehouse_path, "lagging")
+    assert found[0][1:4] == ("environment", "replica lag max", True), found
 
 
 def test_a_type_whose_share_of_the_key_bytes_moved_is_named(warehouse_path):
