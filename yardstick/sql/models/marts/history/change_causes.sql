@@ -68,11 +68,13 @@ facts as (
             coalesce(e.config_save, '?') as save,
             coalesce(e.config_io_threads, '?') as io_threads,
             coalesce(e.maxmemory_policy, '?') as maxmemory_policy,
+            coalesce(e.maxmemory_bytes::varchar, '?') as maxmemory,
             coalesce(e.transport, '?') as transport,
             coalesce(e.prober_hostname, '?') as prober_host,
         from {{ ref('env_facts') }} as e
     )
-    on version, appendonly, appendfsync, save, io_threads, maxmemory_policy, transport, prober_host
+    on version, appendonly, appendfsync, save, io_threads, maxmemory_policy, maxmemory, transport,
+        prober_host
     into name candidate value fact
 ),
 
