@@ -251,3 +251,9 @@ def test_the_report_row_says_what_else_moved(warehouse_path, tmp_path):
     assert "likely: appendfsync everysec → always on 2026-01-19's run" in first_screen
     alone = "\n".join((tmp_path / "alone.md").read_text().splitlines()[:14])
     assert "| nothing else moved |" in alone, alone
+    assert "What moved beside each change" not in alone
+    # beside the row, everything that moved: likely or not, with the part of the rule it met
+    evicting = (tmp_path / "evict.md").read_text()
+    details = evicting.split("What moved beside each change")[1].split("</details>")[0]
+    assert "| 1 | memory | evicted keys/s: new" in details, details
+    assert "| likely: new since the change |" in details, details

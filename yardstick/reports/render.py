@@ -194,10 +194,25 @@ def verdict_context(con: duckdb.DuckDBPyConnection, run: dict, judged: list[dict
         "moved": [r for r in judged if r["verdict"] in MOVED],
         "noisy": [r for r in judged if r["verdict"] == "noisy"],
         "environment_changed": [r for r in judged if r["verdict"] == "environment changed"],
+        "candidates": _candidates(con, run),
         "crashed": _rows(
             con, "select * from crashed_runs where env = ? order by run_id", [run["env"]]
         ),
     }
+
+
+def _candidates(con: duckdb.DuckDBPyConnection, run: dict) -> list[dict]:
+    """Everything that moved beside each change, likely or not (report_change_candidates;
+    none from a warehouse built before that view)."""
+    try:
+        return _rows(
+            con,
+            "select * from report_change_candidates where env = ? and run_id = ?"
+            " order by figure, subject, cause_rank",
+            [run["env"], run["run_id"]],
+        )
+    except duckdb.CatalogException:
+        return []
 
 
 def _report_tables(con: duckdb.DuckDBPyConnection, key: list[str]) -> dict[str, list[dict]]:
