@@ -110,8 +110,12 @@ evictions as (
        stats evicted_keys counts since it started: a restart begins again). */
     select
         run_id, env,
-        (evicted_keys - lag(evicted_keys) over w)
-            / nullif(uptime_s - lag(uptime_s) over w, 0) as evicted_keys_per_s,
+        /* none evicted: 0 even where the two fingerprints fell in one second of uptime */
+        case
+            when evicted_keys = lag(evicted_keys) over w then 0
+            else (evicted_keys - lag(evicted_keys) over w)
+                / nullif(uptime_s - lag(uptime_s) over w, 0)
+        end as evicted_keys_per_s,
     from {{ ref('env_facts') }}
     where evicted_keys is not null and uptime_s is not null
     window w as (partition by env, server_run_id order by uptime_s)
@@ -297,6 +301,7 @@ number_windows as (
         mad(n.value) filter (where not w.in_change) as before_mad,
         count(n.value) filter (where not w.in_change) as before_n,
         max(abs(n.value)) filter (where not w.in_change) as before_max,
+        stddev_samp(n.value) filter (where not w.in_change) as before_sd,
         median(n.value) filter (where w.in_change) as after_number,
         count(n.value) filter (where w.in_change) as after_n,
         min(w.started_at) filter (where w.in_change) as moved_at,
@@ -310,24 +315,51 @@ number_windows as (
     group by all
 ),
 
+scan_counts as (
+    /* The runs of each window the key space was scanned in: where a prefix or a type is
+       absent from every scanned run of the reference window, it is new. */
+    select
+        w.env, w.figure, w.subject, w.change_since,
+        count(*) filter (where not w.in_change) as scanned_before,
+    from windows as w
+    semi join {{ ref('keyspace_types') }} as k on k.run_id = w.run_id and k.env = w.env
+    group by all
+),
+
 scored as (
     select
-        *,
+        n.*,
         /* Its own noise: the reference window's robust σ (1.4826 MAD), never below 1 % of
-           its median (a quantized counter with a MAD of 0 still has a grain). */
-        greatest(1.4826 * coalesce(before_mad, 0), 0.01 * abs(coalesce(before_number, 0)))
-            as noise_sigma,
-        (after_number - before_number) / nullif(abs(before_number), 0) as move_share,
-        /* A slow command, or a command of commandstats, absent from the whole reference
-           window: new (no noise to size it against, and nothing the figure ran before); so
-           are evictions and replica lag where the whole reference window had none. */
-        (kind = 'workload' and (candidate like 'slowlog %' or candidate like '% calls/s')
-            and coalesce(before_n, 0) = 0 and after_n > 0)
-        or (candidate in ('evicted keys/s', 'replica lag max')
-            and coalesce(before_max, 0) = 0 and after_number > 0) as is_new,
-    from number_windows
+           its median (a quantized counter with a MAD of 0 still has a grain); where both
+           are 0 (a median of 0: most runs had none), the standard deviation. */
+        coalesce(
+            nullif(greatest(
+                1.4826 * coalesce(n.before_mad, 0), 0.01 * abs(coalesce(n.before_number, 0))
+            ), 0),
+            n.before_sd
+        ) as noise_sigma,
+        (n.after_number - n.before_number) / nullif(abs(n.before_number), 0) as move_share,
+        /* New, with no noise to size it against: a slow command, or a command of
+           commandstats, absent from the whole reference window (nothing the figure ran
+           before); a prefix or a type absent from every run of it that scanned the key
+           space (two at least); any other number that was 0 in every run of it and is not
+           now (evictions, replica lag, the host's load on a quiet host), a share of the
+           cores at least causes_min_share of them (a move worth naming). */
+        case
+            when n.after_n = 0 then false
+            when n.candidate like 'slowlog %' or n.candidate like '% calls/s'
+                then coalesce(n.before_n, 0) = 0
+            when n.candidate like 'prefix %' or n.candidate like 'type %'
+                then coalesce(n.before_n, 0) = 0 and coalesce(c.scanned_before, 0) >= 2
+            else n.before_n >= 2 and n.before_max = 0 and n.after_number > 0
+                and (n.unit not in ('per core', 'share') or n.after_number >= {{ min_share }})
+        end as is_new,
+    from number_windows as n
+    left join scan_counts as c
+        on c.env = n.env and c.figure = n.figure and c.subject = n.subject
+        and c.change_since = n.change_since
     /* a command seen in neither window is no candidate */
-    where after_n > 0
+    where n.after_n > 0
 ),
 
 numeric as (
@@ -342,13 +374,20 @@ numeric as (
         moved_at, is_new,
         is_new or coalesce(
             abs((after_number - before_number) / nullif(noise_sigma, 0)) >= {{ min_z }}
-            and abs(move_share) >= {{ min_share }},
+            /* from a median of 0 no share exists: beyond anything the reference saw */
+            and coalesce(abs(move_share) >= {{ min_share }}, after_number > before_max),
             false
         ) as likely,
         case
+            when is_new and before_n > 0 then printf(
+                '%s: 0 in every run of the reference window, %.4g %s since the change (median of %d runs)',
+                candidate, after_number, unit, after_n)
             when is_new then printf(
                 '%s: new, in %d runs since the change (median %.4g %s), in none of the reference window',
                 candidate, after_n, after_number, unit)
+            when move_share is null then printf('%s %.4g → %.4g %s (from a median of 0, %.1f σ)',
+                candidate, before_number, after_number, unit,
+                (after_number - before_number) / nullif(noise_sigma, 0))
             else printf('%s %.4g → %.4g %s (%+.0f %%, %.1f σ)', candidate,
                 before_number, after_number, unit,
                 move_share * 100, (after_number - before_number) / nullif(noise_sigma, 0))
