@@ -1,7 +1,8 @@
 """Likely causes (marts.change_causes) on a synthetic lake: a step planted beside a configuration
 change, beside a slow command of the application, beside evictions, a Sentinel or a cluster
-failover, replica lag, a type's share of the key bytes, beside nothing; and what the
-verdict's readers (`yardstick changes`, the verdict event, the report row) say of them."""
+failover, replica lag, a quiet host's load, a new prefix, a type's share of the key bytes,
+beside nothing; and what the verdict's readers (`yardstick changes`, the verdict event, the
+report row) say of them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from lakes import (
     cell,
     commandstats_snapshot,
     fingerprint,
+    keyspace_scan,
     new_run,
     runs_row,
     slowlog_collection,
@@ -105,6 +107,46 @@ def cluster_topology(run, after: bool, lag_bytes: int) -> None:
     )
 
 
+def quiet_host_load(run: Run, after: bool) -> None:
+    """Load samples through the throughput family on 2 cores: no other thread before the
+    step (a quiet host: a median and a noise of 0), a CPU hog's 6 after."""
+    run.write(
+        "family_load",
+        [
+            {
+                "family": "throughput",
+                "sample_idx": i,
+                "sampled_at": run.at + timedelta(seconds=i / 2),
+                "interval_s": None if i == 0 else 0.5,
+                "busy_share": None if i == 0 else (1.0 if after else 0.3),
+                "run_queue": 6 if after else 0,
+                "own_running": 0,
+                "load_1m": 1.0,
+                "cores": 2,
+                "on_server_host": True,
+            }
+            for i in range(4)
+        ],
+    )
+
+
+def prefixed_keys(after: bool) -> list[dict]:
+    """Ten user:* strings; ten session:* ones too from the step's night (a new prefix)."""
+    prefixes = ("user", "session") if after else ("user",)
+    return [
+        {
+            "key": f"{prefix}:{i}",
+            "prefix": f"{prefix}:*",
+            "type": "string",
+            "encoding": "embstr",
+            "elements": 1,
+            "memory_usage_bytes": 80,
+        }
+        for prefix in prefixes
+        for i in range(10)
+    ]
+
+
 def scanned_keys(after: bool, rng: random.Random) -> list[dict]:
     """Ten strings and ten hashes of about 100 bytes; the hashes 400 from the step's night."""
     return [
@@ -147,6 +189,9 @@ def warehouse_path(tmp_path_factory) -> Path:
             cluster_topology(cluster, after, lag_bytes=0)
             lagging = land_night(lake_dir, "lagging", day, level, "everysec", [])
             cluster_topology(lagging, False, lag_bytes=50_000 if after else 0)
+            quiet_host_load(land_night(lake_dir, "quiet", day, level, "everysec", []), after)
+            scanned = land_night(lake_dir, "prefix", day, level, "everysec", [])
+            keyspace_scan(scanned, prefixed_keys(after), used_memory=10**6)
     warehouse.build(Lake.at(lake_dir), root / "w.duckdb")
     return root / "w.duckdb"
 
@@ -210,6 +255,17 @@ def test_a_cluster_failover_is_named_as_the_topology(warehouse_path):
 def test_replica_lag_where_there_was_none_is_named(warehouse_path):
     found = causes(warehouse_path, "lagging")
     assert found[0][1:4] == ("environment", "replica lag max", True), found
+
+
+def test_the_load_of_a_quiet_host_is_named_from_a_reference_of_none(warehouse_path):
+    found = causes(warehouse_path, "quiet")
+    assert found[0][1:4] == ("host", "host load per core", True), found
+    assert "0 in every run of the reference window, 3 per core" in found[0][4], found
+
+
+def test_a_new_prefix_is_named(warehouse_path):
+    likely = {c for _, _, c, is_likely, _ in causes(warehouse_path, "prefix") if is_likely}
+    assert {"prefix session:* keys", "prefix session:* bytes"} <= likely, likely
 
 
 def test_a_type_whose_share_of_the_key_bytes_moved_is_named(warehouse_path):

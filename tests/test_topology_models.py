@@ -47,54 +47,18 @@ def member(address: str) -> str:
 
 def _scan(run: lakes.Run, dbsize: int, used_memory: int) -> None:
     """A complete key space scan of `dbsize` keys `user:<n>` of 80 bytes each."""
-    run.write(
-        "keyspace_scans",
-        [
-            {
-                "started_at": run.at,
-                "wall_s": 1.0,
-                "paused_s": 0.0,
-                "stop_reason": "complete",
-                "max_keys": 100_000,
-                "busy_share_cap": 0.1,
-                "max_wall_s": 60.0,
-                "scan_count": 1000,
-                "separators": ":",
-                "depth": 1,
-                "top_keys": 10,
-                "projection_factor": 2.0,
-                "db": 0,
-                "dbsize_before": dbsize,
-                "dbsize_after": dbsize,
-                "keys_other_dbs": 0,
-                "used_memory_before_bytes": used_memory,
-                "used_memory_after_bytes": used_memory,
-                "rounds": 1,
-                "scan_calls": 1,
-                "duplicates": 0,
-                "vanished": 0,
-                "guesses_wrong": 0,
-                "errors": 0,
-                "type_source": "scan",
-                "encoding_every": 1,
-                "encodings_read": dbsize,
-            }
-        ],
-    )
-    run.write(
-        "keyspace_keys",
-        [
-            {
-                "key": f"user:{n}",
-                "prefix": "user:*",
-                "type": "string",
-                "encoding": "embstr",
-                "elements": 1,
-                "memory_usage_bytes": 80,
-            }
-            for n in range(dbsize)
-        ],
-    )
+    keys = [
+        {
+            "key": f"user:{n}",
+            "prefix": "user:*",
+            "type": "string",
+            "encoding": "embstr",
+            "elements": 1,
+            "memory_usage_bytes": 80,
+        }
+        for n in range(dbsize)
+    ]
+    lakes.keyspace_scan(run, keys, used_memory)
 
 
 LOST = "not attempted: server unreachable (ConnectionError: Connection refused)"

@@ -392,6 +392,45 @@ def slowlog_collection(
     )
 
 
+def keyspace_scan(run: Run, keys: list[dict], used_memory: int) -> None:
+    """A complete key space scan that read `keys` (keyspace_keys rows): its scan row and keys."""
+    run.write(
+        "keyspace_scans",
+        [
+            {
+                "started_at": run.at,
+                "wall_s": 1.0,
+                "paused_s": 0.0,
+                "stop_reason": "complete",
+                "max_keys": 100_000,
+                "busy_share_cap": 0.1,
+                "max_wall_s": 60.0,
+                "scan_count": 1000,
+                "separators": ":",
+                "depth": 1,
+                "top_keys": 10,
+                "projection_factor": 2.0,
+                "db": 0,
+                "dbsize_before": len(keys),
+                "dbsize_after": len(keys),
+                "keys_other_dbs": 0,
+                "used_memory_before_bytes": used_memory,
+                "used_memory_after_bytes": used_memory,
+                "rounds": 1,
+                "scan_calls": 1,
+                "duplicates": 0,
+                "vanished": 0,
+                "guesses_wrong": 0,
+                "errors": 0,
+                "type_source": "scan",
+                "encoding_every": 1,
+                "encodings_read": len(keys),
+            }
+        ],
+    )
+    run.write("keyspace_keys", keys)
+
+
 def transport(run: Run, rounds: Iterable[tuple[float, float, float, float]]) -> None:
     """The transport family's paired rounds: per round (direct rps, direct mean rtt µs,
     forwarded rps, forwarded mean rtt µs), 100 samples a side."""
