@@ -42,7 +42,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import Bench  # noqa: E402
-from lakes import benchmark, cell, fingerprint, new_run, runs_row, slowlog_collection, steps  # noqa: E402
+from lakes import (  # noqa: E402
+    benchmark,
+    cell,
+    family_load,
+    fingerprint,
+    new_run,
+    runs_row,
+    slowlog_collection,
+    steps,
+)
 from test_history import NIGHTLY, START  # noqa: E402
 
 from yardstick.storage import delta, warehouse  # noqa: E402
@@ -106,28 +115,12 @@ def night_facts(sc: Scenario, day: int, rng: random.Random) -> dict[tuple[str, s
     }
 
 
-def family_load(run, sc: Scenario, day: int, rng: random.Random) -> None:
+def host_load(run, sc: Scenario, day: int, rng: random.Random) -> None:
     """Eight load samples through the throughput family: other work's threads about 1.2
     (σ 0.6, whole threads), 4 more with a CPU hog planted (2 per core)."""
     hog = 4 if day >= STEP and sc.has("host load per core") else 0
-    run.write(
-        "family_load",
-        [
-            {
-                "family": "throughput",
-                "sample_idx": i,
-                "sampled_at": run.at + timedelta(seconds=i / 2),
-                "interval_s": None if i == 0 else 0.5,
-                "busy_share": None if i == 0 else 0.5,
-                "run_queue": max(round(rng.gauss(1.2, 0.6)), 0) + hog,
-                "own_running": 0,
-                "load_1m": 1.0,
-                "cores": 2,
-                "on_server_host": True,
-            }
-            for i in range(8)
-        ],
-    )
+    queues = [max(round(rng.gauss(1.2, 0.6)), 0) + hog for _ in range(8)]
+    family_load(run, "throughput", queues)
 
 
 def land_history(lake_dir: Path, sc: Scenario, env: str, rng: random.Random) -> None:
@@ -141,7 +134,7 @@ def land_history(lake_dir: Path, sc: Scenario, env: str, rng: random.Random) -> 
         steps(run, {"throughput": NIGHTLY})
         runs_row(run, "nightly", finished_at=run.at, url="redis://x:1/0")
         fingerprint(run, facts=night_facts(sc, day, rng))
-        family_load(run, sc, day, rng)
+        host_load(run, sc, day, rng)
         level = (8.0 if after and sc.step else 10.0) * (1 + rng.gauss(0, 0.01))
         benchmark(run, [cell("SET", 1, p, v) for p, v in ((1, 1e5), (16, 1e5 * level))])
         rows = []

@@ -18,6 +18,7 @@ from lakes import (
     benchmark,
     cell,
     commandstats_snapshot,
+    family_load,
     fingerprint,
     keyspace_scan,
     new_run,
@@ -110,24 +111,7 @@ def cluster_topology(run, after: bool, lag_bytes: int) -> None:
 def quiet_host_load(run: Run, after: bool) -> None:
     """Load samples through the throughput family on 2 cores: no other thread before the
     step (a quiet host: a median and a noise of 0), a CPU hog's 6 after."""
-    run.write(
-        "family_load",
-        [
-            {
-                "family": "throughput",
-                "sample_idx": i,
-                "sampled_at": run.at + timedelta(seconds=i / 2),
-                "interval_s": None if i == 0 else 0.5,
-                "busy_share": None if i == 0 else (1.0 if after else 0.3),
-                "run_queue": 6 if after else 0,
-                "own_running": 0,
-                "load_1m": 1.0,
-                "cores": 2,
-                "on_server_host": True,
-            }
-            for i in range(4)
-        ],
-    )
+    family_load(run, "throughput", [6 if after else 0] * 4, busy_share=1.0 if after else 0.3)
 
 
 def prefixed_keys(after: bool) -> list[dict]:

@@ -392,6 +392,31 @@ def slowlog_collection(
     )
 
 
+def family_load(
+    run: Run, family: str, run_queues: list[int], *, busy_share: float = 0.5, cores: int = 2
+) -> None:
+    """Load samples through `family`, one every 0.5 s: other threads running or waiting for a
+    CPU (`run_queues`, none of them the prober's own) on `cores` cores."""
+    run.write(
+        "family_load",
+        [
+            {
+                "family": family,
+                "sample_idx": i,
+                "sampled_at": run.at + timedelta(seconds=i / 2),
+                "interval_s": None if i == 0 else 0.5,
+                "busy_share": None if i == 0 else busy_share,
+                "run_queue": queue,
+                "own_running": 0,
+                "load_1m": 1.0,
+                "cores": cores,
+                "on_server_host": True,
+            }
+            for i, queue in enumerate(run_queues)
+        ],
+    )
+
+
 def keyspace_scan(run: Run, keys: list[dict], used_memory: int) -> None:
     """A complete key space scan that read `keys` (keyspace_keys rows): its scan row and keys."""
     run.write(
