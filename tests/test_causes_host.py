@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 from conftest import needs_tool, open_warehouse
-from lakes import benchmark, cell, digest, new_run, runs_row, steps
+from lakes import benchmark, cell, digest, land_measured, new_run, runs_row, steps
 from test_history import NIGHTLY, START
 
 from yardstick.host.familyload import LoadSampler
@@ -99,12 +99,6 @@ def cpu_hog(loops: int = HOG_LOOPS) -> Iterator[int]:
         while group_alive(launcher.pid) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert not group_alive(launcher.pid), "a busy loop of the hog survived SIGKILL"
-
-
-def land_measured(run, measured) -> None:
-    """Land a Measured's tables as this run's rows."""
-    for table, rows in measured.tables.items():
-        run.write(table, rows.to_pylist())
 
 
 def land_host(run, day: int) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 from conftest import open_warehouse
-from lakes import benchmark, cell, new_run, runs_row, steps
+from lakes import benchmark, cell, land_measured, new_run, runs_row, steps
 from test_history import NIGHTLY, START
 
 from yardstick.settings.config import Environment
@@ -41,8 +41,7 @@ def land_collected(run, env: Environment) -> None:
         snapshot_counters(env),
         collect_slowlog(env, PROFILES["quick"].slowlog),
     ):
-        for table, rows in measured.tables.items():
-            run.write(table, rows.to_pylist())
+        land_measured(run, measured)
 
 
 class Looper:

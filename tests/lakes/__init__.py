@@ -392,6 +392,13 @@ def slowlog_collection(
     )
 
 
+def land_measured(run: Run, measured) -> None:
+    """Land a family's Measured (its tables, as the tool's collectors read them) as this
+    run's rows."""
+    for table, rows in measured.tables.items():
+        run.write(table, rows.to_pylist())
+
+
 def family_load(
     run: Run, family: str, run_queues: list[int], *, busy_share: float = 0.5, cores: int = 2
 ) -> None:

@@ -19,11 +19,11 @@
    The rule that calls a candidate likely (docs/verdict.md "Likely causes", constants in
    dbt_project.yml causes_*): an environment fact changed within the first causes_env_runs
    runs of the change; a number moved by causes_min_z robust σ of its reference window or
-   more and by causes_min_share of its reference median or more (a slow command absent
-   from the whole reference window and present in the change window is new: likely; so is a
-   command new in commandstats, and evictions or replica lag where the reference had none). An
-   update first removes the causes of every environment whose latest full run is in its
-   batch, as changes does. */
+   more and by causes_min_share of its reference median or more (from a median of 0: beyond
+   the reference's largest value); anything new is likely (a slow command or a command absent
+   from the whole reference window, a prefix or type absent from its scans, a number 0 in
+   every run of it and not now: see is_new below). An update first removes the causes of
+   every environment whose latest full run is in its batch, as changes does. */
 {{ config(
     incremental_strategy='append',
     pre_hook="{{ forget_envs_of_batch(this) }}",
@@ -346,7 +346,6 @@ scored as (
            now (evictions, replica lag, the host's load on a quiet host), a share of the
            cores at least causes_min_share of them (a move worth naming). */
         case
-            when n.after_n = 0 then false
             when n.candidate like 'slowlog %' or n.candidate like '% calls/s'
                 then coalesce(n.before_n, 0) = 0
             when n.candidate like 'prefix %' or n.candidate like 'type %'
